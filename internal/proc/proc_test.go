@@ -1,0 +1,410 @@
+package proc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("PROC_TEST_HELPER") == "ignored-signals" {
+		helperIgnoredSignals()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func bash(t *testing.T, script string, stdout *os.File) *Process {
+	t.Helper()
+	env, err := Env(os.Environ(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", script}, Env: env, Stdout: stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = KillTree(p.Pid, unix.SIGKILL, 0) })
+	return p
+}
+
+func waitFor(t *testing.T, p *Process) Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("wait pid %d: %v", p.Pid, err)
+	}
+	return st
+}
+
+func TestExitStatus(t *testing.T) {
+	tests := []struct {
+		script string
+		want   Status
+	}{
+		{"true", Status{Code: 0}},
+		{"exit 7", Status{Code: 7}},
+		{"exit 255", Status{Code: 255}},
+		{"kill -9 $$", Status{Code: -1, Signal: unix.SIGKILL}},
+		{"kill -TERM $$", Status{Code: -1, Signal: unix.SIGTERM}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.script, func(t *testing.T) {
+			if got := waitFor(t, bash(t, tt.script, nil)); got != tt.want {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartOwnProcessGroup(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := bash(t, "ps -o pgid= -p $$", w)
+	w.Close()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	waitFor(t, p)
+	if got := strings.TrimSpace(line); got != strconv.Itoa(p.Pid) {
+		t.Fatalf("got pgid %q, want %d", got, p.Pid)
+	}
+}
+
+func TestStartUnknownExecutable(t *testing.T) {
+	_, err := Start(Spec{Path: "no-such-program-muxd", Env: []string{"PATH=/usr/bin:/bin"}})
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("got %v, want ErrNotFound", err)
+	}
+	_, err = Start(Spec{Path: "/bin/true", Dir: "/no/such/dir"})
+	if err == nil {
+		t.Fatal("start in a missing dir succeeded")
+	}
+}
+
+func TestEnv(t *testing.T) {
+	s := func(v string) *string { return &v }
+	base := []string{"PATH=/bin", "MUXD_TOKEN=secret", "BASH_ENV=/x", "ENV=/y", "HOME=/root", "LANG=en_US.UTF-8"}
+	tests := []struct {
+		name    string
+		base    []string
+		set     map[string]*string
+		want    []string
+		wantErr bool
+	}{
+		{"hides muxd and bash startup vars", base, nil, []string{"PATH=/bin", "HOME=/root", "LANG=en_US.UTF-8"}, false},
+		{"set and unset", base, map[string]*string{"A": s("1"), "HOME": nil}, []string{"PATH=/bin", "LANG=en_US.UTF-8", "A=1"}, false},
+		{"explicit hidden allowed", base, map[string]*string{"BASH_ENV": s("/z")}, []string{"PATH=/bin", "HOME=/root", "LANG=en_US.UTF-8", "BASH_ENV=/z"}, false},
+		{"locale defaults", []string{"PATH=/bin"}, nil, []string{"PATH=/bin", "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}, false},
+		{"LC_ALL kept", []string{"LC_ALL=POSIX"}, nil, []string{"LC_ALL=POSIX", "LANG=C.UTF-8"}, false},
+		{"empty value kept", nil, map[string]*string{"E": s("")}, []string{"E=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}, false},
+		{"empty name", nil, map[string]*string{"": s("x")}, nil, true},
+		{"= in name", nil, map[string]*string{"A=B": s("x")}, nil, true},
+		{"NUL in name", nil, map[string]*string{"A\x00": s("x")}, nil, true},
+		{"NUL in value", nil, map[string]*string{"A": s("x\x00y")}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Env(tt.base, tt.set)
+			if tt.wantErr {
+				if !errors.Is(err, ErrInvalidEnv) {
+					t.Fatalf("got err %v, want ErrInvalidEnv", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseSignal(t *testing.T) {
+	tests := []struct {
+		in   string
+		want syscall.Signal
+		ok   bool
+	}{
+		{"TERM", unix.SIGTERM, true}, {"SIGTERM", unix.SIGTERM, true}, {"term", unix.SIGTERM, true},
+		{"9", unix.SIGKILL, true}, {"INT", unix.SIGINT, true}, {"HUP", unix.SIGHUP, true},
+		{"", 0, false}, {"NOPE", 0, false}, {"0", 0, false}, {"65", 0, false}, {"-1", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseSignal(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseSignal(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+	if got := SignalName(unix.SIGTERM); got != "TERM" {
+		t.Errorf("SignalName(TERM) = %q", got)
+	}
+}
+
+func alive(pid int) bool {
+	st, ok := readStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
+}
+
+// readPids reads n pids, one a line, that a script printed.
+func readPids(t *testing.T, r *os.File, n int) []int {
+	t.Helper()
+	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(r)
+	var pids []int
+	for len(pids) < n {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read pids: %v (have %v)", err, pids)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil {
+			t.Fatalf("bad pid line %q", line)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func TestKillTreeReapsGrandchildren(t *testing.T) {
+	tests := []struct {
+		name string
+		sig  syscall.Signal
+	}{{"TERM", unix.SIGTERM}, {"KILL", unix.SIGKILL}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			// A setsid'ed grandchild, a nohup'ed one, a plain background one
+			// and a nested bash with its own child.
+			p := bash(t, `
+setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!
+nohup sleep 100 >/dev/null 2>&1 & echo $!
+sleep 100 & echo $!
+bash -c 'sleep 100 & echo $!; wait' &
+wait`, w)
+			w.Close()
+			pids := readPids(t, r, 4)
+			pids = append(pids, p.Pid)
+			for _, pid := range pids {
+				if !alive(pid) {
+					t.Fatalf("pid %d not running before the kill", pid)
+				}
+			}
+			if err := p.KillTree(tt.sig, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, p)
+			for _, pid := range pids {
+				// Reparented grandchildren go to init; they must be dead or zombies.
+				deadline := time.Now().Add(5 * time.Second)
+				for alive(pid) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if alive(pid) {
+					t.Errorf("pid %d survived KillTree", pid)
+				}
+			}
+		})
+	}
+}
+
+func TestKillTreeNoNextCommandMidKill(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	for i := range 20 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := bash(t, fmt.Sprintf("sleep 100 & echo $!; wait; touch %s.%d", marker, i), w)
+		w.Close()
+		readPids(t, r, 1)
+		r.Close()
+		if err := p.KillTree(unix.SIGTERM, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, p)
+		if _, err := os.Stat(fmt.Sprintf("%s.%d", marker, i)); err == nil {
+			t.Fatalf("run %d: the script ran its next command during the kill", i)
+		}
+	}
+}
+
+func TestKillTreeEscalatesToKill(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := bash(t, `trap '' TERM; echo ready; while :; do sleep 0.05; done`, w)
+	w.Close()
+	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.KillTree(unix.SIGTERM, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	st := waitFor(t, p)
+	if st.Signal != unix.SIGKILL {
+		t.Fatalf("got %v, want killed by KILL", st)
+	}
+	if el := time.Since(start); el < 200*time.Millisecond {
+		t.Fatalf("escalated after %v, before the 200ms grace", el)
+	}
+}
+
+func TestKillTreeRefusesBadRoots(t *testing.T) {
+	for _, pid := range []int{0, 1, -5, os.Getpid()} {
+		if err := KillTree(pid, unix.SIGKILL, 0); !errors.Is(err, ErrBadRoot) {
+			t.Errorf("KillTree(%d) = %v, want ErrBadRoot", pid, err)
+		}
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func TestManyChildrenNoLeaks(t *testing.T) {
+	if err := BecomeSubreaper(); err != nil {
+		t.Skipf("cannot become a subreaper: %v", err)
+	}
+	before := openFDs(t)
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each child also leaves an orphan behind for the reaper.
+			env, _ := Env(os.Environ(), nil)
+			p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", fmt.Sprintf("(exit 3) & exit %d", i%200)}, Env: env})
+			if err != nil {
+				errs <- err
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			st, err := p.Wait(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if st.Code != i%200 {
+				errs <- fmt.Errorf("child %d: got %v, want exit %d", i, st, i%200)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Orphans are reaped on SIGCHLD; give the reaper a bounded moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ReapOrphans()
+		zombies := 0
+		for _, pid := range childPids() {
+			if st, ok := readStat(pid); ok && st.state == 'Z' {
+				zombies++
+			}
+		}
+		if zombies == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d zombie children left", zombies)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := openFDs(t); after > before {
+		t.Fatalf("fds: %d before, %d after %d children", before, after, n)
+	}
+}
+
+// helperIgnoredSignals runs in a copy of the test binary that was started
+// with SIGINT and SIGQUIT ignored; it prints its child's SigIgn mask.
+func helperIgnoredSignals() {
+	env, _ := Env(os.Environ(), nil)
+	r, w, _ := os.Pipe()
+	p, err := Start(Spec{Path: "/bin/cat", Args: []string{"cat", "/proc/self/status"}, Env: env, Stdout: w})
+	if err != nil {
+		fmt.Println("start:", err)
+		os.Exit(2)
+	}
+	w.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "SigIgn:") || strings.HasPrefix(sc.Text(), "SigBlk:") {
+			fmt.Println(sc.Text())
+		}
+	}
+	_, _ = p.Wait(context.Background())
+}
+
+func TestChildrenGetDefaultSignalDispositions(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	env, _ := Env(os.Environ(), map[string]*string{"PROC_TEST_HELPER": ptr("ignored-signals"), "SELF": &self})
+	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", `trap '' INT QUIT HUP; exec "$SELF"`}, Env: env, Stdout: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	_ = r.SetReadDeadline(time.Now().Add(20 * time.Second))
+	sc := bufio.NewScanner(r)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	waitFor(t, p)
+	if len(lines) != 2 {
+		t.Fatalf("helper printed %q", lines)
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		mask, err := strconv.ParseUint(f[1], 16, 64)
+		if err != nil {
+			t.Fatalf("bad line %q", l)
+		}
+		if mask != 0 {
+			t.Errorf("child started with %s (want no ignored or blocked signals)", l)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }

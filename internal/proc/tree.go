@@ -1,0 +1,215 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// procStat is what tree walks need from /proc/<pid>/stat.
+type procStat struct {
+	pid, ppid, pgid, sid int
+	state                byte
+}
+
+// readStat parses /proc/<pid>/stat. The command name is in parentheses and
+// may itself contain spaces and parentheses, so fields are counted from the
+// last ')'.
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procStat{}, false
+	}
+	f := bytes.Fields(b[i+2:])
+	if len(f) < 4 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	st := procStat{pid: pid, state: f[0][0]}
+	st.ppid, _ = strconv.Atoi(string(f[1]))
+	st.pgid, _ = strconv.Atoi(string(f[2]))
+	st.sid, _ = strconv.Atoi(string(f[3]))
+	return st, true
+}
+
+// snapshot reads every process of the system.
+func snapshot() []procStat {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1) // Best effort: a partial list still helps.
+	out := make([]procStat, 0, len(names))
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(pid); ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// tree returns the live (non-zombie) members of root's tree in procs: root
+// (if withRoot), members of the process group and session that root leads
+// (which keeps nohup'ed children whose parent already exited), and their
+// descendants by parent pid. Without withRoot, root's pid is trusted only as
+// a group or session id, which the kernel does not recycle while in use.
+func tree(root int, procs []procStat, withRoot bool) []int {
+	children := make(map[int][]int, len(procs))
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	in := map[int]bool{}
+	var queue []int
+	add := func(pid int) {
+		if !in[pid] {
+			in[pid] = true
+			queue = append(queue, pid)
+		}
+	}
+	if withRoot {
+		add(root)
+	}
+	for _, p := range procs {
+		if p.pgid == root || p.sid == root {
+			add(p.pid)
+		}
+	}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			add(c)
+		}
+	}
+	live := make(map[int]bool, len(procs))
+	for _, p := range procs {
+		if p.state != 'Z' && p.state != 'X' {
+			live[p.pid] = true
+		}
+	}
+	self := os.Getpid()
+	out := make([]int, 0, len(in))
+	for pid := range in {
+		if pid > 1 && pid != self && live[pid] {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Descendants returns the live members of root's tree other than root.
+func Descendants(root int) []int {
+	all := tree(root, snapshot(), true)
+	out := all[:0]
+	for _, pid := range all {
+		if pid != root {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// maxFreezeRounds bounds the stop-and-rescan loop: each round catches
+// children forked before their parent was stopped; a tree that keeps
+// growing past this many rounds is killed with what was found.
+const maxFreezeRounds = 16
+
+// freeze stops every member of root's tree and returns them. Stopped
+// parents cannot fork, so rescanning until no new member appears yields the
+// whole tree.
+func freeze(root int, withRoot bool, stopped map[int]bool) []int {
+	for range maxFreezeRounds {
+		fresh := 0
+		for _, pid := range tree(root, snapshot(), withRoot) {
+			if !stopped[pid] {
+				stopped[pid] = true
+				fresh++
+				_ = unix.Kill(pid, unix.SIGSTOP) // Best effort: it may be gone.
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	out := make([]int, 0, len(stopped))
+	for pid := range stopped {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// ErrBadRoot reports a pid that must never be treated as a tree root.
+var ErrBadRoot = errors.New("proc: refusing to kill pid <= 1 or muxd itself")
+
+// KillTree ends the tree rooted at root: root, its descendants, and the
+// members of the process group and session it leads. It first stops every
+// member so that no script runs its next command mid-kill, then sends sig
+// to all of them and continues them; whatever is still alive after grace
+// is frozen again (catching anything forked meanwhile) and SIGKILLed.
+// sig == SIGKILL skips the grace. KillTree returns once the tree has been
+// SIGKILLed or is gone; it signals only members of the tree.
+func KillTree(root int, sig syscall.Signal, grace time.Duration) error {
+	return killTree(root, true, sig, grace)
+}
+
+func killTree(root int, withRoot bool, sig syscall.Signal, grace time.Duration) error {
+	if root <= 1 || root == os.Getpid() {
+		return ErrBadRoot
+	}
+	stopped := map[int]bool{}
+	members := freeze(root, withRoot, stopped)
+	if sig != unix.SIGKILL {
+		for _, pid := range members {
+			_ = unix.Kill(pid, sig) // Best effort: it may be gone.
+		}
+		for _, pid := range members {
+			_ = unix.Kill(pid, unix.SIGCONT) // Best effort.
+		}
+		if waitGone(members, grace) {
+			return nil
+		}
+		// Survivors (and anything they forked) are frozen again below;
+		// their stopped marks must not hide them.
+		clear(stopped)
+	}
+	for _, pid := range freeze(root, withRoot, stopped) {
+		_ = unix.Kill(pid, unix.SIGKILL) // Best effort.
+	}
+	return nil
+}
+
+// waitGone polls until every pid is gone or a zombie, or grace passes.
+func waitGone(pids []int, grace time.Duration) bool {
+	deadline := time.Now().Add(grace)
+	delay := time.Millisecond
+	for {
+		alive := false
+		for _, pid := range pids {
+			if st, ok := readStat(pid); ok && st.state != 'Z' && st.state != 'X' {
+				alive = true
+				break
+			}
+		}
+		if !alive {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(min(delay, time.Until(deadline)))
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
