@@ -1,0 +1,76 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// clientOpts are the flags every client command shares.
+type clientOpts struct {
+	url       string
+	tokenFile string
+}
+
+func addClientFlags(fs *flag.FlagSet, o *clientOpts) {
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:3000", "daemon `url` (http://, https://, ws:// or wss://)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "read the access token from `file` (else MUXD_TOKEN)")
+}
+
+// parseClientFlags parses args, applying MUXD_URL/MUXD_TOKEN_FILE when the
+// flags are not given. It returns false and an exit code when the command
+// should stop (help or a bad flag).
+func parseClientFlags(fs *flag.FlagSet, args []string, usage string, stderr io.Writer) (bool, int) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		printFlags(stderr, fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, 0
+		}
+		return false, 2
+	}
+	if err := applyEnv(fs); err != nil {
+		fmt.Fprintf(stderr, "muxd: %v\n", err)
+		return false, 2
+	}
+	return true, 0
+}
+
+// token returns the token from --token-file or MUXD_TOKEN ("" = none).
+func (o *clientOpts) token() (string, error) {
+	if o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %v", err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return os.Getenv("MUXD_TOKEN"), nil
+}
+
+// httpURL returns the daemon URL with an http(s) scheme and path p.
+func (o *clientOpts) httpURL(p string) (string, error) {
+	u, err := url.Parse(o.url)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("--url %q: want e.g. http://127.0.0.1:3000", o.url)
+	}
+	switch u.Scheme {
+	case "ws":
+		u.Scheme = "http"
+	case "wss":
+		u.Scheme = "https"
+	case "http", "https":
+	default:
+		return "", fmt.Errorf("--url %q: scheme must be http, https, ws or wss", o.url)
+	}
+	u.Path = p
+	u.RawQuery = ""
+	return u.String(), nil
+}

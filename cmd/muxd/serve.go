@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/muxd/muxd/server"
+)
+
+const serveUsage = `Usage: muxd serve [flags]
+
+Serves shells, processes and terminals over one WebSocket per client:
+the page at /, wsmux/1 at /ws, the Cloudflare sandbox PTY protocol at
+/ws/terminal, /healthz and /auth.
+
+Binding anything but a loopback address needs a token (MUXD_TOKEN or
+--token-file FILE) unless --insecure-no-auth is given. Each flag has a
+MUXD_* environment twin; a flag on the command line wins.
+
+Flags:
+`
+
+// serveFlags binds the serve flags to cfg; the extra values are returned
+// by pointer.
+type serveOpts struct {
+	cfg       server.Config
+	token     string
+	tokenFile string
+	logFormat string
+	logLevel  string
+}
+
+func newServeFlags(o *serveOpts, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("muxd serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &o.cfg
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`host:port` to listen on (port 0 picks a free one; the log says which)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "read the access token from `file` (e.g. a mounted secret)")
+	fs.StringVar(&o.token, "token", "", "access `token` (prefer MUXD_TOKEN or --token-file: argv is visible in ps)")
+	fs.Var(listFlag{&c.AllowedOrigins}, "allowed-origins", "comma-separated browser `origins` accepted without a token (https://app.example.com, *.example.com)")
+	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen without a token (only behind a trusted proxy)")
+	fs.StringVar(&c.DataDir, "data-dir", server.DefaultDataDir(), "`dir` for temporary files (created 0700; this run's files are removed on exit)")
+	fs.StringVar(&c.Shell, "shell", "", "`shell` for terminals (default: the user's login shell, else bash)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: `text` or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "concurrent WebSocket connections")
+	fs.IntVar(&c.MaxChannels, "max-channels", c.MaxChannels, "open channels per connection")
+	fs.Var(sizeFlag{&c.ConnBudget}, "conn-buffer", "buffered `bytes` per connection")
+	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "live bash sessions")
+	fs.IntVar(&c.MaxTerminals, "max-terminals", c.MaxTerminals, "live terminals")
+	fs.IntVar(&c.MaxProcesses, "max-processes", c.MaxProcesses, "running processes and execs")
+	fs.Var(sizeFlag{&c.OutputLimit}, "output-limit", "default retained `bytes` per process stream")
+	fs.Var(sizeFlag{&c.RetainBytes}, "retain-bytes", "retained output of ended processes in all, in `bytes`")
+	fs.IntVar(&c.RetainCount, "retain-count", c.RetainCount, "ended processes kept readable")
+	fs.Var(intSize{&c.MaxRPCRequest}, "max-rpc-request", "largest JSON-RPC request in `bytes`")
+	fs.Var(intSize{&c.MaxRPCResponse}, "max-rpc-response", "largest JSON-RPC response in `bytes`")
+	fs.IntVar(&c.MaxRPCInflight, "max-rpc-inflight", c.MaxRPCInflight, "unanswered short requests per connection")
+	return fs
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	o := &serveOpts{cfg: server.DefaultConfig()}
+	o.cfg.Version = version
+	fs := newServeFlags(o, stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, serveUsage)
+		printFlags(stderr, fs, "token")
+		fmt.Fprintln(stderr, "  (the token's environment variable is MUXD_TOKEN)")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "muxd serve: unexpected argument %q (see muxd serve --help)\n", fs.Arg(0))
+		return 2
+	}
+	tokenInArgv := o.token != ""
+	if err := applyEnv(fs, "token"); err != nil {
+		fmt.Fprintf(stderr, "muxd serve: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd serve: %v\n", err)
+		return 2
+	}
+	o.cfg.Logger = log
+	if o.cfg.Token, err = loadToken(o, os.Getenv("MUXD_TOKEN")); err != nil {
+		fmt.Fprintf(stderr, "muxd serve: %v\n", err)
+		return 2
+	}
+	if tokenInArgv {
+		log.Warn("--token is visible to every user through ps; use MUXD_TOKEN or --token-file")
+	}
+	if o.cfg.InsecureNoAuth && o.cfg.Token == "" {
+		log.Warn("--insecure-no-auth: anyone who reaches this address runs commands; use only behind a trusted proxy",
+			"listen", o.cfg.Listen)
+	}
+	o.cfg.TestHooks = os.Getenv("MUXD_TEST_HOOKS") == "1"
+	scrubEnv()
+	hardenProcess(log)
+
+	srv, err := server.New(o.cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd serve: %v\n", err)
+		return 1
+	}
+	return serveUntilSignal(srv, log, o.cfg.ShutdownTimeout)
+}
+
+// serveUntilSignal serves until SIGTERM/SIGINT, then shuts down within the
+// budget; a second signal cuts everything at once.
+func serveUntilSignal(srv *server.Server, log *slog.Logger, budget time.Duration) int {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	served := make(chan error, 1)
+	go func() { served <- srv.ListenAndServe() }()
+	select {
+	case err := <-served:
+		log.Error("serve failed", "err", err)
+		_ = srv.Close() // Best effort: kill what started.
+		return 1
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget+500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			log.Warn("shutdown", "err", err)
+		}
+	case <-sigs:
+		log.Warn("second signal: closing at once")
+		_ = srv.Close() // Best effort.
+	}
+	return 0
+}
+
+// loadToken picks the token from --token-file, --token or MUXD_TOKEN;
+// giving more than one is an error, an empty token is an error.
+func loadToken(o *serveOpts, env string) (string, error) {
+	n := 0
+	for _, v := range []string{o.tokenFile, o.token, env} {
+		if v != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return "", errors.New("give the token one way only: MUXD_TOKEN, --token-file or --token")
+	}
+	tok := o.token
+	if env != "" {
+		tok = env
+	}
+	if o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %v", err)
+		}
+		tok = strings.TrimRight(string(b), "\r\n")
+		if tok == "" {
+			return "", fmt.Errorf("--token-file %s is empty: write the token into it", o.tokenFile)
+		}
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", errors.New("the token must not contain whitespace")
+	}
+	return tok, nil
+}
+
+// scrubEnv removes MUXD_* from muxd's own environment once read, so no
+// child can inherit them even through a path that forgets to filter.
+func scrubEnv() {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "MUXD_") {
+			_ = os.Unsetenv(k) // Best effort.
+		}
+	}
+}
+
+// hardenProcess makes /proc/<muxd>/environ and memory unreadable to user
+// commands running as the same uid.
+func hardenProcess(log *slog.Logger) {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("prctl(PR_SET_DUMPABLE, 0) failed: /proc/<muxd>/environ may be readable by user commands", "err", err)
+	}
+	becomeSubreaper(log)
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// authorizer decides who may use the protected routes. It is immutable
+// after construction, so it needs no lock.
+type authorizer struct {
+	tokenSum [sha256.Size]byte // sha256 of the token: equal-length compare
+	hasToken bool
+	origins  []string // lower-cased AllowedOrigins
+}
+
+func newAuthorizer(token string, origins []string) *authorizer {
+	a := &authorizer{hasToken: token != ""}
+	if a.hasToken {
+		a.tokenSum = sha256.Sum256([]byte(token))
+	}
+	for _, o := range origins {
+		o = strings.ToLower(strings.TrimSpace(o))
+		if o != "" {
+			a.origins = append(a.origins, strings.TrimRight(o, "/"))
+		}
+	}
+	return a
+}
+
+// presented returns the token a request carries: Authorization: Bearer,
+// else ?token=.
+func presented(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok), true
+		}
+	}
+	if tok := r.URL.Query().Get("token"); tok != "" {
+		return tok, true
+	}
+	return "", false
+}
+
+// validToken reports whether r carries the daemon's token. Hashing first
+// makes the comparison constant-time whatever the lengths.
+func (a *authorizer) validToken(r *http.Request) bool {
+	if !a.hasToken {
+		return false
+	}
+	tok, ok := presented(r)
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
+}
+
+// credentialsOK is /auth's answer: true when no token is required or the
+// request carries the right one.
+func (a *authorizer) credentialsOK(r *http.Request) bool {
+	return !a.hasToken || a.validToken(r)
+}
+
+// authorize admits a request to a protected route. A valid token admits
+// it regardless of Origin; without one, a required token refuses it, and
+// otherwise the Origin must be absent, the daemon's own, or allowed.
+func (a *authorizer) authorize(r *http.Request) error {
+	if a.validToken(r) {
+		return nil
+	}
+	if a.hasToken {
+		return ErrUnauthorized
+	}
+	return a.checkOrigin(r)
+}
+
+func (a *authorizer) checkOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil // not a browser: no ambient credentials to abuse
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%w: %q", ErrOrigin, origin)
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return nil // the daemon's own page
+	}
+	lo := strings.ToLower(origin)
+	host := strings.ToLower(u.Host)
+	hostname := strings.ToLower(u.Hostname())
+	for _, p := range a.origins {
+		if p == "*" || p == lo || p == host {
+			return nil
+		}
+		if ok, _ := path.Match(p, lo); ok {
+			return nil
+		}
+		if ok, _ := path.Match(p, host); ok {
+			return nil
+		}
+		if ok, _ := path.Match(p, hostname); ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q (add it to --allowed-origins, or present the token)", ErrOrigin, origin)
+}
+
+// isLoopbackRemote reports whether the request came from this machine.
+func isLoopbackRemote(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// protect wraps h with authorize: 401 for a missing or wrong token, 403
+// for a refused origin. The token is never echoed or logged.
+func (s *Server) protect(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.auth.authorize(r); err != nil {
+			s.refuse(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	code := http.StatusForbidden
+	if err == ErrUnauthorized {
+		code = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Bearer realm="muxd"`)
+	}
+	s.log.Info("request refused", "path", r.URL.Path, "remote", r.RemoteAddr, "status", code, "err", err.Error())
+	http.Error(w, err.Error(), code)
+}
