@@ -1,0 +1,37 @@
+# muxd runtime image.
+#   docker build -t muxd .
+#   docker run -p 3000:3000 -v /path/to/token:/run/secrets/muxd_token:ro muxd
+# The token comes from a mounted secret file, never an environment variable:
+# tini (PID 1) keeps its environment readable in /proc/1/environ.
+
+# --- build: the page bundle, then the binary ---------------------------------
+FROM golang:1.26-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nodejs npm \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN node web/build.mjs \
+ && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/muxd ./cmd/muxd
+
+# --- runtime: slim Debian with the tools users expect -------------------------
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bash procps coreutils tini ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 1000 --shell /bin/bash user \
+ && mkdir -p /workspace \
+ && chown user:user /workspace
+COPY --from=build /out/muxd /usr/local/bin/muxd
+USER user
+WORKDIR /workspace
+ENV SHELL=/bin/bash
+EXPOSE 3000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=2s --retries=3 \
+  CMD ["muxd", "health", "--url", "http://127.0.0.1:3000"]
+ENTRYPOINT ["tini", "--", "muxd", "serve"]
+CMD ["--listen", "0.0.0.0:3000", "--token-file", "/run/secrets/muxd_token"]
