@@ -4,19 +4,22 @@
 # The token comes from a mounted secret file, never an environment variable:
 # tini (PID 1) keeps its environment readable in /proc/1/environ.
 
-# --- build: the page bundle, then the binary ---------------------------------
-FROM golang:1.26-bookworm AS build
-RUN apt-get update \
- && apt-get install -y --no-install-recommends nodejs npm \
- && rm -rf /var/lib/apt/lists/*
+# --- web: the page bundle (esbuild from the locked npm deps) -------------------
+FROM node:20-bookworm-slim AS web
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
+COPY web ./web
+RUN node web/build.mjs
+
+# --- build: the binary, embedding the bundle ---------------------------------
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN node web/build.mjs \
- && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/muxd ./cmd/muxd
+COPY --from=web /src/web/dist ./web/dist
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/muxd ./cmd/muxd
 
 # --- runtime: slim Debian with the tools users expect -------------------------
 FROM debian:bookworm-slim
