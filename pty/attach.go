@@ -1,0 +1,200 @@
+package pty
+
+import (
+	"context"
+	"io"
+	"syscall"
+)
+
+// Attachment is one reader (and, unless read-only, writer) of a terminal.
+// Next is meant for one goroutine; Write, Resize, Signal and Detach may be
+// called from any goroutine.
+type Attachment struct {
+	t        *Terminal
+	readOnly bool
+
+	// Guarded by t.mu.
+	pos      int64 // offset of the next live byte to deliver
+	lagging  bool  // left behind by the reader: does not hold it back
+	detached bool
+
+	// Owned by the goroutine calling Next.
+	gap      int64  // initial gap not yet reported
+	gapAt    int64  // where delivery resumes after it
+	replay   []byte // filtered replay not yet delivered
+	syncAt   int64
+	synced   bool
+	exitSent bool
+}
+
+// Attach starts an attachment. See AttachOptions for where it starts.
+func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
+	if opts.Instance != "" && opts.Instance != t.instance {
+		return nil, AttachInfo{}, ErrGone
+	}
+	a := &Attachment{t: t, readOnly: opts.ReadOnly}
+	t.mu.Lock()
+	if t.destroyed {
+		t.mu.Unlock()
+		return nil, AttachInfo{}, ErrNotFound
+	}
+	first, end := t.ring.first(), t.ring.end
+	info := AttachInfo{Instance: t.instance, First: first, End: end, Cols: t.cols, Rows: t.rows}
+	start := opts.From
+	if start < 0 {
+		start = first
+	}
+	if start < first {
+		a.gap = first - start
+		a.gapAt = first
+		start = first
+	}
+	start = min(start, end)
+	// Replay needs the bytes before start to find a boundary; when start
+	// is the oldest retained byte of a stream that lost its head, none are
+	// known.
+	known := start > first || first == 0
+	ctxStart := start
+	if known {
+		ctxStart = max(first, start-lookBehind)
+	}
+	var scratch []byte
+	if end > ctxStart {
+		scratch = make([]byte, end-ctxStart)
+		t.ring.read(ctxStart, scratch)
+	}
+	a.pos, a.syncAt = end, end
+	if t.atts == nil {
+		t.atts = make(map[*Attachment]struct{})
+	}
+	t.atts[a] = struct{}{}
+	t.mu.Unlock()
+
+	if len(scratch) > 0 {
+		i := alignStart(scratch, int(start-ctxStart), known)
+		a.replay = dropQueries(scratch[i:])
+	}
+	return a, info, nil
+}
+
+// ReadOnly reports whether the attachment drops input.
+func (a *Attachment) ReadOnly() bool { return a.readOnly }
+
+// Terminal returns the attached terminal.
+func (a *Attachment) Terminal() *Terminal { return a.t }
+
+// Next returns the next event, copying output bytes into buf (which must
+// not be empty). It blocks until there is one or ctx ends; after
+// EventExit it returns io.EOF, and after Detach ErrDetached.
+func (a *Attachment) Next(ctx context.Context, buf []byte) (Event, error) {
+	if a.gap > 0 {
+		g := a.gap
+		a.gap = 0
+		return Event{Kind: EventGap, Bytes: g, Offset: a.gapAt}, nil
+	}
+	if len(a.replay) > 0 {
+		n := copy(buf, a.replay)
+		a.replay = a.replay[n:]
+		return Event{Kind: EventData, Data: buf[:n], Offset: -1}, nil
+	}
+	if !a.synced {
+		a.synced = true
+		a.replay = nil
+		return Event{Kind: EventSync, Offset: a.syncAt}, nil
+	}
+	t := a.t
+	for {
+		t.mu.Lock()
+		if a.detached {
+			t.mu.Unlock()
+			return Event{}, ErrDetached
+		}
+		if first := t.ring.first(); a.pos < first {
+			ev := a.skipLocked(first)
+			t.mu.Unlock()
+			return ev, nil
+		}
+		if a.pos < t.ring.end {
+			off := a.pos
+			n := t.ring.read(off, buf)
+			a.pos += int64(n)
+			if a.lagging && a.pos == t.ring.end {
+				a.lagging = false
+			}
+			t.progressLocked()
+			t.mu.Unlock()
+			return Event{Kind: EventData, Data: buf[:n], Offset: off}, nil
+		}
+		a.lagging = false
+		if t.exited {
+			st := t.status
+			t.mu.Unlock()
+			if a.exitSent {
+				return Event{}, io.EOF
+			}
+			a.exitSent = true
+			return Event{Kind: EventExit, Exit: st, Offset: a.pos}, nil
+		}
+		t.waiters = true
+		ch := t.notify
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// skipLocked moves a lagging attachment to a boundary in the ring and
+// reports the bytes it lost.
+func (a *Attachment) skipLocked(first int64) Event {
+	t := a.t
+	var win [lookAhead]byte
+	n := t.ring.read(first, win[:])
+	to := first + int64(alignStart(win[:n], 0, first == 0))
+	ev := Event{Kind: EventGap, Bytes: to - a.pos, Offset: to}
+	a.pos = to
+	return ev
+}
+
+// Write types p into the terminal; a read-only attachment drops it.
+func (a *Attachment) Write(p []byte) (int, error) {
+	if a.readOnly {
+		return len(p), nil
+	}
+	return a.t.Write(p)
+}
+
+// Resize resizes the terminal; ignored for a read-only attachment.
+func (a *Attachment) Resize(cols, rows int) error {
+	if a.readOnly {
+		return nil
+	}
+	return a.t.Resize(cols, rows)
+}
+
+// Signal signals the terminal's foreground process group; ignored for a
+// read-only attachment.
+func (a *Attachment) Signal(sig syscall.Signal) error {
+	if a.readOnly {
+		return nil
+	}
+	return a.t.Signal(sig)
+}
+
+// Detach ends the attachment: a blocked Next returns ErrDetached, and the
+// attachment no longer holds the terminal's reader back. Idempotent.
+func (a *Attachment) Detach() {
+	t := a.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a.detached {
+		return
+	}
+	a.detached = true
+	delete(t.atts, a)
+	t.progressLocked()
+	// Wake a Next blocked on this attachment; others recheck and wait again.
+	t.wakeLocked()
+}

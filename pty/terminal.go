@@ -1,0 +1,318 @@
+package pty
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/muxd/muxd/internal/proc"
+)
+
+// Terminal is a shell on a PTY. Its methods are safe for concurrent use.
+type Terminal struct {
+	id       string
+	instance string
+	cfg      *Config
+	master   *os.File
+	proc     *proc.Process
+	created  time.Time
+
+	closeOnce sync.Once     // closes master once
+	done      chan struct{} // closed once the shell exited and output was read
+
+	// sizeMu orders resizes so the recorded size is the last one applied;
+	// held only across the (non-blocking) TIOCSWINSZ ioctl.
+	sizeMu sync.Mutex
+
+	// mu guards the fields below. It is never held across a write to the
+	// PTY, a consumer's write, a kill, or a callback.
+	mu            sync.Mutex
+	title         string
+	cols, rows    int
+	ring          ring
+	atts          map[*Attachment]struct{}
+	notify        chan struct{} // closed (and replaced) when output or state changes, if waiters is set
+	waiters       bool
+	progress      chan struct{} // closed (and replaced) when an attachment advances, if readerWaiting
+	readerWaiting bool
+	exited        bool
+	status        ExitStatus
+	destroyed     bool
+}
+
+// ID returns the terminal's id.
+func (t *Terminal) ID() string { return t.id }
+
+// Instance returns the id of this incarnation of the terminal: a terminal
+// replaced under the same id has a new instance.
+func (t *Terminal) Instance() string { return t.instance }
+
+// Pid returns the shell's pid (also its session and process group id).
+func (t *Terminal) Pid() int { return t.proc.Pid }
+
+// Done is closed once the shell has exited and its output was read.
+func (t *Terminal) Done() <-chan struct{} { return t.done }
+
+// Exited reports whether the shell has exited.
+func (t *Terminal) Exited() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exited
+}
+
+// ExitStatus returns the shell's exit status and whether it exited.
+func (t *Terminal) ExitStatus() (ExitStatus, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status, t.exited
+}
+
+// Info returns a snapshot of the terminal.
+func (t *Terminal) Info() Info {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.infoLocked()
+}
+
+func (t *Terminal) infoLocked() Info {
+	in := Info{
+		ID: t.id, Instance: t.instance, Title: t.title, Pid: t.proc.Pid,
+		Cols: t.cols, Rows: t.rows, Attachments: len(t.atts),
+		Exited: t.exited, End: t.ring.end,
+	}
+	if t.exited {
+		in.Signal = t.status.Signal
+		if t.status.Signal == "" {
+			code := t.status.Code
+			in.ExitCode = &code
+		}
+	}
+	return in
+}
+
+// SetTitle changes the title.
+func (t *Terminal) SetTitle(title string) {
+	t.mu.Lock()
+	t.title = title
+	t.mu.Unlock()
+}
+
+// Write types p into the terminal. Concurrent writes are not interleaved
+// (each p is written whole). It blocks while the PTY's input buffer is
+// full, that is while the program does not read its input.
+func (t *Terminal) Write(p []byte) (int, error) {
+	if t.Exited() {
+		return 0, ErrExited
+	}
+	n, err := t.master.Write(p)
+	if err != nil && (errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO)) {
+		err = ErrExited
+	}
+	return n, err
+}
+
+// Resize sets the terminal size; the latest call wins. It never blocks on
+// the program.
+func (t *Terminal) Resize(cols, rows int) error {
+	if cols < 1 || rows < 1 || cols > MaxSize || rows > MaxSize {
+		return ErrInvalidSize
+	}
+	t.sizeMu.Lock()
+	defer t.sizeMu.Unlock()
+	if t.Exited() {
+		return ErrExited
+	}
+	if err := setSize(t.master, cols, rows); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return ErrExited
+		}
+		return fmt.Errorf("pty: resize: %w", err)
+	}
+	t.mu.Lock()
+	t.cols, t.rows = cols, rows
+	t.mu.Unlock()
+	return nil
+}
+
+// Signal sends sig to the terminal's foreground process group (what
+// Ctrl-C does), or to the shell's group when that is unknown.
+func (t *Terminal) Signal(sig syscall.Signal) error {
+	if t.Exited() {
+		return ErrExited
+	}
+	pgrp, err := foreground(t.master)
+	if err != nil || pgrp <= 1 {
+		pgrp = t.proc.Pid
+	}
+	if err := syscall.Kill(-pgrp, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("pty: signal: %w", err)
+	}
+	return nil
+}
+
+// wakeLocked wakes every attachment waiting for output.
+func (t *Terminal) wakeLocked() {
+	if t.waiters {
+		close(t.notify)
+		t.notify = make(chan struct{})
+		t.waiters = false
+	}
+}
+
+// progressLocked wakes the reader if it waits for an attachment.
+func (t *Terminal) progressLocked() {
+	if t.readerWaiting {
+		close(t.progress)
+		t.progress = make(chan struct{})
+		t.readerWaiting = false
+	}
+}
+
+func (t *Terminal) closeMaster() {
+	t.closeOnce.Do(func() {
+		_ = t.master.Close() // Best effort: the reader sees ErrClosed.
+	})
+}
+
+// readLoop copies PTY output into the ring until the PTY hangs up, then
+// records the exit status. It is the terminal's only reader.
+func (t *Terminal) readLoop() {
+	buf := make([]byte, readChunk)
+	for {
+		t.waitRoom()
+		n, err := t.master.Read(buf)
+		if n > 0 {
+			t.mu.Lock()
+			t.ring.write(buf[:n])
+			t.wakeLocked()
+			t.mu.Unlock()
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.drain(buf)
+			}
+			break
+		}
+	}
+	<-t.proc.Done()
+	st := t.proc.Status()
+	t.closeMaster()
+	t.mu.Lock()
+	t.exited = true
+	t.status = ExitStatus{Code: st.Code, Signal: st.SignalName()}
+	t.wakeLocked()
+	info := t.infoLocked()
+	t.mu.Unlock()
+	close(t.done)
+	t.cfg.Logger.Info("terminal exited", "id", t.id, "instance", t.instance, "pid", t.proc.Pid, "status", st.String(), "bytes", info.End)
+	if t.cfg.OnExit != nil {
+		t.cfg.OnExit(info)
+	}
+}
+
+// drain reads what the kernel still buffers after the drain deadline
+// passed (the reader may have been held back meanwhile), without waiting
+// and at most a ring's worth.
+func (t *Terminal) drain(buf []byte) {
+	rc, err := t.master.SyscallConn()
+	if err != nil {
+		return
+	}
+	total := 0
+	_ = rc.Control(func(fd uintptr) { // Best effort.
+		for total < len(t.ring.buf) {
+			n, err := syscall.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return
+			}
+			total += n
+			t.mu.Lock()
+			t.ring.write(buf[:n])
+			t.wakeLocked()
+			t.mu.Unlock()
+		}
+	})
+}
+
+// watchExit bounds the drain: once the shell is gone, output still
+// buffered is read, but a leftover process holding the PTY open must not
+// keep the terminal from reporting its exit.
+func (t *Terminal) watchExit() {
+	<-t.proc.Done()
+	_ = t.master.SetReadDeadline(time.Now().Add(t.cfg.DrainTimeout)) // Best effort: closed masters fail.
+}
+
+// waitRoom holds the reader back while an attachment that keeps up would
+// lose unread bytes to the next read, for at most StallTimeout; attachments
+// still behind after that are left behind (marked lagging) until they
+// catch up.
+func (t *Terminal) waitRoom() {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		t.mu.Lock()
+		limit := t.ring.end + readChunk - int64(len(t.ring.buf))
+		if t.destroyed || t.exited || !t.holdsLocked(limit) {
+			t.mu.Unlock()
+			return
+		}
+		t.readerWaiting = true
+		ch := t.progress
+		t.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(t.cfg.StallTimeout)
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			t.mu.Lock()
+			for a := range t.atts {
+				if !a.lagging && a.pos < limit {
+					a.lagging = true
+					t.cfg.Logger.Info("terminal attachment left behind", "id", t.id, "offset", a.pos, "end", t.ring.end)
+				}
+			}
+			t.readerWaiting = false
+			t.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (t *Terminal) holdsLocked(limit int64) bool {
+	for a := range t.atts {
+		if !a.lagging && a.pos < limit {
+			return true
+		}
+	}
+	return false
+}
+
+// destroy kills the shell's tree and waits for the reader to finish.
+func (t *Terminal) destroy() {
+	t.mu.Lock()
+	if t.destroyed {
+		t.mu.Unlock()
+		<-t.done
+		return
+	}
+	t.destroyed = true
+	exited := t.exited
+	t.progressLocked()
+	t.mu.Unlock()
+	if !exited {
+		if err := t.proc.KillTree(syscall.SIGHUP, t.cfg.KillGrace); err != nil {
+			t.cfg.Logger.Warn("terminal kill", "id", t.id, "pid", t.proc.Pid, "err", err)
+		}
+	}
+	t.closeMaster()
+	<-t.done
+	t.cfg.Logger.Info("terminal destroyed", "id", t.id, "instance", t.instance)
+}
