@@ -1,0 +1,128 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Call sends a JSON-RPC request and waits for its response, decoding the
+// result into result (when non-nil). An error response is returned as
+// *Error. When ctx ends first, Call sends rpc.cancel for the request and
+// returns ctx's error.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	c.mu.Lock()
+	if c.closed {
+		err := c.err
+		c.mu.Unlock()
+		return fmt.Errorf("call %s: %w", method, err)
+	}
+	c.nextCall++
+	id := c.nextCall
+	resp := make(chan rpcMsg, 1)
+	c.calls[id] = resp
+	c.mu.Unlock()
+
+	b, err := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int64  `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params,omitempty"`
+	}{"2.0", id, method, params})
+	if err == nil && c.peer.Limits.MaxRPCRequest > 0 && len(b) > c.peer.Limits.MaxRPCRequest {
+		err = fmt.Errorf("%w: request of %d bytes, server takes %d", ErrTooLarge, len(b), c.peer.Limits.MaxRPCRequest)
+	}
+	if err != nil {
+		c.forgetCall(id)
+		return fmt.Errorf("call %s: %w", method, err)
+	}
+	c.sendRPC(b, false)
+
+	select {
+	case m, ok := <-resp:
+		if !ok {
+			return fmt.Errorf("call %s: %w", method, c.Err())
+		}
+		if m.Error != nil {
+			e := &Error{Code: m.Error.Code, Message: m.Error.Message}
+			if m.Error.Data != nil {
+				e.Reason = m.Error.Data.Reason
+			}
+			if e.Reason == "" {
+				e.Reason = e.Code.Reason()
+			}
+			return e
+		}
+		if result != nil {
+			if err := json.Unmarshal(m.Result, result); err != nil {
+				return fmt.Errorf("call %s: decode result: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.forgetCall(id)
+		c.sendCancel(id)
+		return ctx.Err()
+	}
+}
+
+func (c *Conn) forgetCall(id int64) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+// sendCancel sends rpc.cancel for call id, best effort; its own response
+// (id 0 is never used by Call) is ignored.
+func (c *Conn) sendCancel(id int64) {
+	b := []byte(`{"jsonrpc":"2.0","id":0,"method":"rpc.cancel","params":{"id":` + strconv.FormatInt(id, 10) + `}}`)
+	c.sendRPC(b, false)
+}
+
+// deliverResponse hands a response to its Call without blocking.
+func (c *Conn) deliverResponse(m rpcMsg) {
+	id, err := strconv.ParseInt(string(m.ID), 10, 64)
+	if err != nil {
+		return // not one of ours: dropped
+	}
+	c.mu.Lock()
+	resp := c.calls[id]
+	delete(c.calls, id)
+	c.mu.Unlock()
+	if resp != nil {
+		resp <- m // buffered 1, one response per id
+	}
+}
+
+// OnNotify sets the function that receives notifications. It runs on a
+// goroutine of its own, in order; notifications that arrive while it is
+// behind by notifyQueueLength are dropped (they are best effort).
+func (c *Conn) OnNotify(fn func(method string, params json.RawMessage)) {
+	h := NotifyHandler(func(_ *Conn, method string, params json.RawMessage) { fn(method, params) })
+	c.onNotify.Store(&h)
+}
+
+func (c *Conn) deliverNotification(m rpcMsg) {
+	if c.server || c.notifyQ == nil {
+		return // clients send no notifications in v1
+	}
+	select {
+	case c.notifyQ <- m:
+	default: // behind: dropped, notifications are best effort
+	}
+}
+
+func (c *Conn) notifyLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.done:
+			return
+		case m := <-c.notifyQ:
+			if fn := c.onNotify.Load(); fn != nil {
+				(*fn)(c, m.Method, m.Params)
+			}
+		}
+	}
+}

@@ -1,0 +1,442 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+)
+
+// Channel is one wsmux/1 channel: a byte pipe in each direction with its
+// own credit window, plus CTRL ops. See the package doc for the rules.
+type Channel struct {
+	c    *Conn
+	id   uint32
+	kind string
+
+	ctx    context.Context // ends when the channel is closed or the conn ends
+	cancel context.CancelFunc
+	cond   sync.Cond // on c.mu: readers, writers and Open wait here
+
+	// Guarded by c.mu.
+	q             sendQueue
+	opened        bool  // server: OPEN_OK queued; client: OPEN_OK received
+	openErr       error // client: OPEN_FAIL or failure while opening
+	openDone      bool  // client: the open ended (ok or not)
+	meta          json.RawMessage
+	closed        bool  // either side closed, or the conn ended
+	closeErr      error // what Read and Write return once closed
+	localEOF      bool  // we sent EOF
+	dataQueued    bool  // a DATA frame of ours waits for the writer
+	smallQueued   int   // CTRL/EOF frames of ours waiting
+	sendCredit    int64 // DATA bytes we may still send
+	inputEnabled  bool
+	granted       int64 // input window granted to the peer (budget held)
+	recvAvail     int64 // credit the peer may still use
+	unreturned    int64 // consumed bytes whose credit is not yet returned
+	pendingWindow int64 // credit to return in the next WINDOW
+	inWindowReady bool
+	in            inbuf
+	peerEOF       bool
+	onCtrl        func(op json.RawMessage)
+	ctrlBacklog   []json.RawMessage // server: CTRL that came before OnCtrl
+}
+
+func (c *Conn) newChannel(id uint32, kind string) *Channel {
+	ch := &Channel{c: c, id: id, kind: kind, inputEnabled: true}
+	ch.ctx, ch.cancel = context.WithCancel(c.ctx)
+	ch.cond.L = &c.mu
+	ch.q.class = ClassProcess
+	if kind == "terminal" {
+		ch.q.class = ClassTerminal
+	}
+	return ch
+}
+
+// ID returns the channel id.
+func (ch *Channel) ID() uint32 { return ch.id }
+
+// Kind returns the channel kind from OPEN.
+func (ch *Channel) Kind() string { return ch.kind }
+
+// Conn returns the channel's connection.
+func (ch *Channel) Conn() *Conn { return ch.c }
+
+// Done is closed when the channel is closed by either side or the
+// connection ends.
+func (ch *Channel) Done() <-chan struct{} { return ch.ctx.Done() }
+
+// Context returns a context that ends with the channel.
+func (ch *Channel) Context() context.Context { return ch.ctx }
+
+// Meta returns the OPEN_OK meta (client side).
+func (ch *Channel) Meta() json.RawMessage {
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	return ch.meta
+}
+
+// Err returns why the channel closed, or nil while it is open.
+func (ch *Channel) Err() error {
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	if !ch.closed {
+		return nil
+	}
+	return ch.closeErr
+}
+
+// SetClass sets the scheduling class of the channel's output. The default
+// is ClassTerminal for kind "terminal", ClassProcess otherwise.
+func (ch *Channel) SetClass(cl Class) {
+	if cl < 0 || cl >= numClasses {
+		return
+	}
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	ch.q.class = cl // takes effect the next time the queue is scheduled
+}
+
+// SetInputEnabled chooses, before the open handler returns, whether the
+// peer may send DATA: a disabled channel grants 0 credit (a read-only
+// viewer, a process without stdin) and holds no input budget.
+func (ch *Channel) SetInputEnabled(on bool) {
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	ch.inputEnabled = on
+}
+
+// OnCtrl sets the function that receives the peer's CTRL ops. On the
+// server, client CTRL (resize, signal) is out of band: fn runs on the
+// connection's read goroutine as soon as the frame arrives, even when
+// input is blocked by credit, so it must not block; ops that arrived
+// before OnCtrl are delivered at once. On the client, server CTRL (exit,
+// gap, sync) is in band: Read calls fn when the stream reaches it.
+func (ch *Channel) OnCtrl(fn func(op json.RawMessage)) {
+	ch.c.mu.Lock()
+	ch.onCtrl = fn
+	backlog := ch.ctrlBacklog
+	ch.ctrlBacklog = nil
+	ch.c.mu.Unlock()
+	for _, op := range backlog {
+		fn(op)
+	}
+}
+
+// Credit returns the DATA bytes this end may send now without blocking.
+func (ch *Channel) Credit() int {
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	return int(ch.sendCredit)
+}
+
+// Read reads DATA and returns the credit to the peer once the bytes are
+// taken. It returns io.EOF after the peer's EOF and the buffered bytes,
+// and the channel's error after a CLOSE (buffered bytes first when the
+// peer closed).
+func (ch *Channel) Read(p []byte) (int, error) {
+	n, _, err := ch.read(p, true, false)
+	return n, err
+}
+
+// ReadNoCredit is Read without returning credit: call Consumed once the
+// sink took the bytes (a PTY or stdin write returned).
+func (ch *Channel) ReadNoCredit(p []byte) (int, error) {
+	n, _, err := ch.read(p, false, false)
+	return n, err
+}
+
+// ReadFrame returns the next DATA payload whole (p must hold maxFrame
+// bytes, or io.ErrShortBuffer is returned), or the next in-band CTRL op
+// (client side) with n == 0. It returns credit like Read. Process
+// channels use it to keep the stream byte at the start of each payload.
+func (ch *Channel) ReadFrame(p []byte) (n int, ctrl json.RawMessage, err error) {
+	return ch.read(p, true, true)
+}
+
+// Consumed returns n bytes of credit taken with ReadNoCredit.
+func (ch *Channel) Consumed(n int) {
+	if n <= 0 {
+		return
+	}
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	ch.consumedLocked(int64(n))
+}
+
+// consumedLocked returns credit, coalesced until at least half the
+// window is owed.
+func (ch *Channel) consumedLocked(n int64) {
+	if ch.closed {
+		return
+	}
+	ch.unreturned += n
+	if ch.unreturned*2 < ch.granted {
+		return
+	}
+	ch.pendingWindow += ch.unreturned
+	ch.recvAvail += ch.unreturned
+	ch.unreturned = 0
+	if !ch.inWindowReady {
+		ch.inWindowReady = true
+		ch.c.windowReady.push(ch)
+		ch.c.writerCond.Signal()
+	}
+}
+
+func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, error) {
+	c := ch.c
+	c.mu.Lock()
+	for {
+		for ch.in.recs.empty() {
+			switch {
+			case ch.closed && (ch.closeErr == ErrChannelClosed || !ch.peerEOF):
+				err := ch.closeErr
+				c.mu.Unlock()
+				return 0, nil, err
+			case ch.peerEOF:
+				c.mu.Unlock()
+				return 0, nil, io.EOF
+			}
+			ch.cond.Wait()
+		}
+		rec := ch.in.recs.peek()
+		if rec.ctrl != nil {
+			ch.in.recs.pop()
+			if frame {
+				c.mu.Unlock()
+				return 0, rec.ctrl, nil
+			}
+			fn := ch.onCtrl
+			c.mu.Unlock()
+			if fn != nil {
+				fn(rec.ctrl)
+			}
+			c.mu.Lock()
+			continue
+		}
+		if frame && rec.n > len(p) {
+			c.mu.Unlock()
+			return 0, nil, io.ErrShortBuffer
+		}
+		n := 0
+		for n < len(p) && !ch.in.recs.empty() && ch.in.recs.peek().ctrl == nil {
+			n += ch.in.take(p[n:])
+			if frame {
+				break
+			}
+		}
+		if credit {
+			ch.consumedLocked(int64(n))
+		}
+		c.mu.Unlock()
+		return n, nil, nil
+	}
+}
+
+// Write sends p as DATA frames of at most maxFrame bytes, blocking for
+// credit; it returns when p is queued, or early with the channel's error.
+// Frames leave FIFO with SendCtrl and CloseWrite.
+func (ch *Channel) Write(p []byte) (int, error) {
+	return ch.write(nil, -1, p)
+}
+
+// WriteContext is Write that gives up when ctx ends, returning the bytes
+// queued so far and ctx's error.
+func (ch *Channel) WriteContext(ctx context.Context, p []byte) (int, error) {
+	return ch.write(ctx, -1, p)
+}
+
+// WriteStream writes p on a process channel: every DATA payload starts
+// with the stream byte (1 stdout, 2 stderr). n counts bytes of p.
+func (ch *Channel) WriteStream(ctx context.Context, stream byte, p []byte) (int, error) {
+	return ch.write(ctx, int(stream), p)
+}
+
+func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error) {
+	c := ch.c
+	extra := 0
+	if prefix >= 0 {
+		extra = 1
+	}
+	if ctx != nil && ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			c.mu.Lock()
+			ch.cond.Broadcast()
+			c.mu.Unlock()
+		})
+		defer stop()
+	}
+	total := 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(p) > 0 {
+		if err := ch.writeErrLocked(ctx); err != nil {
+			return total, err
+		}
+		if !ch.opened || ch.dataQueued || ch.sendCredit <= int64(extra) {
+			ch.cond.Wait()
+			continue
+		}
+		n := min(len(p), int(ch.sendCredit)-extra, c.sendMaxFrame-extra)
+		size := int64(headerLen + extra + n)
+		if c.used+size > c.outputCapLocked() && c.used > 0 {
+			c.budgetWaiters = append(c.budgetWaiters, ch)
+			ch.cond.Wait()
+			continue
+		}
+		f := getFrame(int(size))
+		f.b = appendFrame(f.b, typeData, ch.id, nil)
+		if extra == 1 {
+			f.b = append(f.b, byte(prefix))
+		}
+		f.b = append(f.b, p[:n]...)
+		f.cost, f.data, f.ch = size, true, ch
+		c.used += size
+		ch.sendCredit -= int64(n + extra)
+		ch.dataQueued = true
+		c.enqueueLocked(&ch.q, f)
+		p = p[n:]
+		total += n
+	}
+	return total, nil
+}
+
+// writeErrLocked is the error a write or CTRL on ch gets now, if any.
+func (ch *Channel) writeErrLocked(ctx context.Context) error {
+	switch {
+	case ch.closed:
+		return ch.closeErr
+	case ch.localEOF:
+		return ErrWriteClosed
+	case ch.openErr != nil:
+		return ch.openErr
+	case ctx != nil && ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return nil
+}
+
+// frameTakenLocked runs when the writer takes a frame of ch.
+func (ch *Channel) frameTakenLocked(f *outFrame) {
+	if f.data {
+		ch.dataQueued = false
+	} else {
+		ch.smallQueued--
+	}
+	ch.cond.Broadcast()
+}
+
+// SendCtrl sends a CTRL op (marshalled from v). From the server it is FIFO
+// with DATA (exit after the last byte); from the client it jumps ahead
+// (resize and signal work while input is blocked).
+func (ch *Channel) SendCtrl(v any) error {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return ch.sendSmall(typeCtrl, payload, !ch.c.server)
+}
+
+// CloseWrite sends EOF after the queued DATA: no more DATA will follow.
+func (ch *Channel) CloseWrite() error {
+	err := ch.sendSmall(typeEOF, nil, false)
+	if err == nil {
+		ch.c.mu.Lock()
+		ch.localEOF = true
+		ch.c.mu.Unlock()
+	}
+	return err
+}
+
+// sendSmall queues a CTRL or EOF frame: urgent, or FIFO in the channel
+// (waiting while the channel already queues maxQueuedSmall of them).
+func (ch *Channel) sendSmall(t frameType, payload []byte, urgent bool) error {
+	if len(payload) > ch.c.sendMaxFrame {
+		return ErrTooLarge
+	}
+	c := ch.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if err := ch.writeErrLocked(nil); err != nil {
+			return err
+		}
+		if ch.opened && (urgent || ch.smallQueued < maxQueuedSmall) {
+			break
+		}
+		ch.cond.Wait()
+	}
+	f := getFrame(headerLen + len(payload))
+	f.b = appendFrame(f.b, t, ch.id, payload)
+	if urgent {
+		c.urgent.push(f)
+		c.writerCond.Signal()
+		return nil
+	}
+	f.ch = ch
+	ch.smallQueued++
+	c.enqueueLocked(&ch.q, f)
+	return nil
+}
+
+// Close sends CLOSE after the queued frames and drops the channel's
+// state; blocked Reads and Writes return ErrChannelClosed.
+func (ch *Channel) Close() error { return ch.CloseWithError(nil) }
+
+// CloseWithError is Close with a code, reason and message in the CLOSE.
+func (ch *Channel) CloseWithError(e *Error) error {
+	c := ch.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch.closed {
+		return nil
+	}
+	ch.queueCloseLocked(e)
+	ch.dropLocked(ErrChannelClosed, true)
+	return nil
+}
+
+// queueCloseLocked queues a CLOSE frame at the end of ch's queue.
+func (ch *Channel) queueCloseLocked(e *Error) {
+	var payload []byte
+	if e != nil {
+		payload, _ = json.Marshal(asError(e))
+	}
+	f := getFrame(headerLen + len(payload))
+	f.b = appendFrame(f.b, typeClose, ch.id, payload)
+	ch.q.held = false
+	ch.c.enqueueLocked(&ch.q, f)
+}
+
+// dropLocked marks ch closed with err, frees its budget and wakes its
+// waiters. After a local Close (local), queued frames, the CLOSE
+// included, still go out and buffered input is dropped; after the peer's
+// CLOSE or the end of the connection, queued output is dropped and
+// buffered input stays readable.
+func (ch *Channel) dropLocked(err error, local bool) {
+	c := ch.c
+	if ch.closed {
+		return
+	}
+	ch.closed = true
+	ch.closeErr = err
+	if c.channels[ch.id] == ch {
+		delete(c.channels, ch.id)
+	}
+	c.inputGranted -= ch.granted
+	ch.granted = 0
+	if local {
+		ch.in.reset()
+	} else {
+		for !ch.q.frames.empty() {
+			f := ch.q.frames.pop()
+			c.used -= f.cost
+			putFrame(f)
+		}
+	}
+	ch.openDone = true
+	ch.cond.Broadcast()
+	c.wakeBudgetLocked()
+	ch.cancel()
+}

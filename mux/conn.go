@@ -1,0 +1,284 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Subprotocol is the WebSocket subprotocol of wsmux/1.
+const Subprotocol = "wsmux.v1"
+
+// Class is the scheduling class of a channel's output, served in order:
+// terminal channels before process channels.
+type Class int
+
+// The channel classes.
+const (
+	ClassTerminal Class = iota // keystroke echo: served first
+	ClassProcess               // bulk output: served after terminals
+	numClasses
+)
+
+// WebSocket close statuses of PROTOCOL.md.
+const (
+	StatusProtocol    = 4000
+	StatusVersion     = 4001
+	StatusWriteStall  = 4002
+	StatusTooBig      = 1009
+	StatusGoingAway   = 1001
+	StatusNormal      = 1000
+	maxPendingPongs   = 16
+	maxPendingNotify  = 256
+	maxCtrlBacklog    = 16
+	maxQueuedSmall    = 8 // CTRL/EOF frames a channel may queue beyond its one DATA frame
+	notifyQueueLength = 64
+)
+
+// Conn is one wsmux/1 connection, on either end. Its methods are safe
+// for concurrent use.
+type Conn struct {
+	ws     *websocket.Conn
+	cfg    Config
+	server bool
+	router *Router
+	peer   HelloInfo
+
+	sendMaxFrame int // largest DATA payload this end may send
+	recvMaxFrame int // largest DATA payload this end accepts
+
+	ctx    context.Context // ends when the connection ends
+	cancel context.CancelFunc
+	done   chan struct{}
+	wg     sync.WaitGroup // reader, writer, liveness, notify goroutines
+
+	writeStart atomic.Int64 // unix nanos at which the current socket write began; 0 when idle
+	closing    atomic.Bool  // a close handshake was started
+	onNotify   atomic.Pointer[NotifyHandler]
+	notifyQ    chan rpcMsg // client: notifications for the OnNotify goroutine
+
+	// mu guards the fields below and the mutable state of every Channel.
+	// It is never held across a socket write or a user callback.
+	mu            sync.Mutex
+	writerCond    sync.Cond // the writer waits here for frames
+	err           error     // why the connection ended; set once
+	closed        bool
+	channels      map[uint32]*Channel
+	lastID        uint32 // server: highest client id opened; client: last id allocated
+	used          int64  // budget bytes held by queued output and RPC requests
+	inputGranted  int64  // budget bytes granted as input credit
+	budgetWaiters []*Channel
+	urgent        fifo[*outFrame] // PONG, small RPC, client CTRL, GOAWAY, OPEN_FAIL
+	windowReady   fifo[*Channel]  // channels with credit to return
+	rings         [numClasses]fifo[*sendQueue]
+	rpcBulk       sendQueue // RPC messages over maxFrame, and notifications
+	pongs         int       // PONGs queued
+	notifies      int       // notifications queued
+	pending       map[string]*pendingReq // server: requests in flight by id
+	shortInflight int
+	longInflight  int
+	calls         map[int64]chan rpcMsg // client: Calls waiting by id
+	nextCall      int64
+	goaway        *Error
+}
+
+// sendQueue is the FIFO of frames of one channel (or of large RPC
+// messages) and its place in the writer's round-robin.
+type sendQueue struct {
+	frames fifo[*outFrame]
+	class  Class
+	inRing bool
+	held   bool // not served until OPEN_OK is queued
+}
+
+func newConn(ws *websocket.Conn, cfg Config, server bool, rt *Router) *Conn {
+	c := &Conn{
+		ws:       ws,
+		cfg:      cfg,
+		server:   server,
+		router:   rt,
+		done:     make(chan struct{}),
+		channels: map[uint32]*Channel{},
+		pending:  map[string]*pendingReq{},
+		calls:    map[int64]chan rpcMsg{},
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.writerCond.L = &c.mu
+	c.rpcBulk.class = ClassProcess
+	c.sendMaxFrame, c.recvMaxFrame = cfg.MaxFrame, cfg.MaxFrame
+	return c
+}
+
+// start runs the connection's goroutines.
+func (c *Conn) start() {
+	c.wg.Add(3)
+	go c.readLoop()
+	go c.writeLoop()
+	go c.watchdog()
+	if !c.server {
+		c.notifyQ = make(chan rpcMsg, notifyQueueLength)
+		c.wg.Add(1)
+		go c.notifyLoop()
+	}
+}
+
+// Hello returns the peer's HELLO.
+func (c *Conn) Hello() HelloInfo { return c.peer }
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Context returns a context that ends with the connection.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Err returns why the connection ended, or nil while it is up.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the connection with a normal close handshake bounded by
+// Config.CloseTimeout, drops every channel and pending request, and
+// waits (as long again) for the connection's goroutines to return.
+func (c *Conn) Close() error {
+	c.closeWS(StatusNormal, "")
+	c.shutdown(ErrConnClosed)
+	return c.wait()
+}
+
+// GoAway tells the peer the server is shutting down (GOAWAY), then closes
+// with 1001. Queued output is not waited for beyond the GOAWAY frame.
+func (c *Conn) GoAway(code Code, msg string) {
+	f := getFrame(headerLen + 128)
+	payload, _ := json.Marshal(&Error{Code: code, Reason: code.Reason(), Message: msg})
+	f.b = appendFrame(f.b, typeGoAway, 0, payload)
+	f.sent = make(chan struct{})
+	sent := f.sent
+	c.mu.Lock()
+	if !c.closed {
+		c.urgent.push(f)
+		c.writerCond.Signal()
+	}
+	c.mu.Unlock()
+	t := time.NewTimer(c.cfg.CloseTimeout)
+	select {
+	case <-sent:
+	case <-c.done:
+	case <-t.C:
+	}
+	t.Stop()
+	c.closeWS(StatusGoingAway, "going away")
+	c.shutdown(ErrGoAway)
+	_ = c.wait() // Best effort: goroutines are bounded by the close timeout.
+}
+
+// wait waits, bounded, for the connection's goroutines.
+func (c *Conn) wait() error {
+	ch := make(chan struct{})
+	go func() { c.wg.Wait(); close(ch) }()
+	t := time.NewTimer(2*c.cfg.CloseTimeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return errors.New("mux: connection goroutines did not return in time")
+	}
+}
+
+// closeWS runs the WebSocket close handshake once, bounded by
+// CloseTimeout; past it the socket is dropped.
+func (c *Conn) closeWS(status int, reason string) {
+	if c.closing.Swap(true) {
+		return
+	}
+	ch := make(chan struct{})
+	go func() {
+		_ = c.ws.Close(websocket.StatusCode(status), reason) // Best effort: the peer may be gone.
+		close(ch)
+	}()
+	t := time.NewTimer(c.cfg.CloseTimeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+		// The handshake is stuck (usually behind a stalled write): the
+		// goroutine above returns once the library's own timeouts fire.
+	}
+}
+
+// fail closes the connection for a protocol violation.
+func (c *Conn) fail(status int, reason string) {
+	c.closeWS(status, reason)
+	c.shutdown(&ProtocolError{Status: status, Reason: reason})
+}
+
+// shutdown ends the connection once: every channel, call and request is
+// failed with err, every waiter wakes, and the socket is dropped.
+func (c *Conn) shutdown(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.err = err
+	for _, ch := range c.channels {
+		ch.dropLocked(err, false)
+	}
+	for id, call := range c.calls {
+		close(call)
+		delete(c.calls, id)
+	}
+	for !c.urgent.empty() {
+		putFrame(c.urgent.pop())
+	}
+	c.wakeBudgetLocked()
+	c.writerCond.Broadcast()
+	c.mu.Unlock()
+	c.cancel()
+	close(c.done)
+	go func() {
+		// Unblocks the reader and any stuck write; no-op after a close
+		// handshake completed.
+		if !c.closing.Swap(true) {
+			_ = c.ws.CloseNow() // Best effort.
+		}
+	}()
+}
+
+// wakeBudgetLocked wakes the pumps waiting for budget.
+func (c *Conn) wakeBudgetLocked() {
+	for _, ch := range c.budgetWaiters {
+		ch.cond.Broadcast()
+	}
+	clear(c.budgetWaiters)
+	c.budgetWaiters = c.budgetWaiters[:0]
+}
+
+// outputCapLocked is the budget available to queued output and RPC
+// bodies: what input grants leave.
+func (c *Conn) outputCapLocked() int64 { return c.cfg.ConnBudget - c.inputGranted }
+
+// inputCap is the most input credit granted across channels.
+func (c *Conn) inputCap() int64 { return c.cfg.ConnBudget / 2 }
+
+// enqueueLocked queues a frame of q and schedules q.
+func (c *Conn) enqueueLocked(q *sendQueue, f *outFrame) {
+	q.frames.push(f)
+	c.scheduleLocked(q)
+}
+
+func (c *Conn) scheduleLocked(q *sendQueue) {
+	if !q.inRing && !q.held && q.frames.len() > 0 {
+		q.inRing = true
+		c.rings[q.class].push(q)
+		c.writerCond.Signal()
+	}
+}

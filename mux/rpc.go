@@ -1,0 +1,232 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// pendingReq is an inbound request being served.
+type pendingReq struct {
+	cancel context.CancelFunc
+	long   bool
+	cost   int64 // budget held by the request body
+}
+
+// handleRPC dispatches one JSON-RPC object from the read loop; it never
+// blocks on a handler.
+func (c *Conn) handleRPC(p []byte) {
+	m, kind, perr := parseRPC(p)
+	if perr != nil {
+		if m.ID != nil || perr.Code == CodeParseError || m.Method == "" {
+			c.respondError(m.ID, perr)
+		}
+		return
+	}
+	switch kind {
+	case rpcResponse:
+		c.deliverResponse(m)
+	case rpcNotification:
+		c.deliverNotification(m)
+	case rpcRequest:
+		if !c.server {
+			c.respondError(m.ID, NewError(CodeMethodNotFound, "the client serves no methods"))
+			return
+		}
+		if len(p) > c.cfg.MaxRPCRequest {
+			c.respondError(m.ID, NewError(CodeInvalidRequest, "request exceeds maxRpcRequest (%d bytes)", c.cfg.MaxRPCRequest))
+			return
+		}
+		c.serveRequest(m, int64(len(p)))
+	}
+}
+
+// serveRequest starts a request on its own goroutine within the caps.
+func (c *Conn) serveRequest(m rpcMsg, size int64) {
+	if m.Method == "rpc.cancel" {
+		c.cancelRequest(m)
+		return
+	}
+	rt, ok := c.router.method(m.Method)
+	if !ok {
+		c.respondError(m.ID, NewError(CodeMethodNotFound, "method %q not found", m.Method))
+		return
+	}
+	long := rt.isLong != nil && rt.isLong(m.Params)
+	key := string(m.ID)
+	c.mu.Lock()
+	var busy *Error
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return
+	case c.pending[key] != nil:
+		busy = NewError(CodeInvalidRequest, "id %s is already in flight", key)
+	case long && c.longInflight >= c.cfg.MaxLongInflight:
+		busy = ErrBusy("too many long requests in flight")
+	case !long && c.shortInflight >= c.cfg.MaxRPCInflight:
+		busy = ErrBusy("too many requests in flight")
+	case c.used+size > c.outputCapLocked():
+		busy = ErrBusy("connection memory budget exhausted")
+	}
+	if busy != nil {
+		c.mu.Unlock()
+		c.respondError(m.ID, busy)
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	pr := &pendingReq{cancel: cancel, long: long, cost: size}
+	c.pending[key] = pr
+	c.used += size
+	if long {
+		c.longInflight++
+	} else {
+		c.shortInflight++
+	}
+	c.mu.Unlock()
+	go c.runRequest(ctx, rt.fn, m, pr)
+}
+
+func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pendingReq) {
+	res, err := c.callHandler(ctx, fn, m.Params)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err() // cancelled: the answer is cancelled, whatever the handler said
+	}
+	c.mu.Lock()
+	delete(c.pending, string(m.ID))
+	c.used -= pr.cost
+	if pr.long {
+		c.longInflight--
+	} else {
+		c.shortInflight--
+	}
+	if len(c.budgetWaiters) > 0 {
+		c.wakeBudgetLocked()
+	}
+	c.mu.Unlock()
+	pr.cancel()
+	if err != nil {
+		c.respondError(m.ID, asError(err))
+		return
+	}
+	c.respondResult(m.ID, res)
+}
+
+// callHandler runs fn, turning a panic into an internal error so one bad
+// request does not take the daemon down.
+func (c *Conn) callHandler(ctx context.Context, fn Handler, params json.RawMessage) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = NewError(CodeInternal, "handler panic: %v", r)
+		}
+	}()
+	return fn(ctx, c, params)
+}
+
+// cancelRequest serves rpc.cancel {id}: it cancels the pending request's
+// context; the request answers cancelled.
+func (c *Conn) cancelRequest(m rpcMsg) {
+	var p struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil || !validID(p.ID) || len(p.ID) == 0 {
+		c.respondError(m.ID, ErrInvalidParams("rpc.cancel needs the id of a pending request"))
+		return
+	}
+	c.mu.Lock()
+	pr := c.pending[string(p.ID)]
+	c.mu.Unlock()
+	if pr == nil {
+		c.respondError(m.ID, ErrNotFound("no pending request with id "+string(p.ID)))
+		return
+	}
+	pr.cancel()
+	c.respondResult(m.ID, struct{}{})
+}
+
+type rpcResponseOut struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+func (c *Conn) respondResult(id json.RawMessage, res any) {
+	if res == nil {
+		res = struct{}{}
+	}
+	b, err := json.Marshal(rpcResponseOut{JSONRPC: "2.0", ID: id, Result: res})
+	if err != nil {
+		c.respondError(id, NewError(CodeInternal, "marshal result: %v", err))
+		return
+	}
+	if len(b) > c.cfg.MaxRPCResponse {
+		c.respondError(id, NewError(CodeLimitReached, "response of %d bytes exceeds maxRpcResponse (%d)", len(b), c.cfg.MaxRPCResponse))
+		return
+	}
+	c.sendRPC(b, false)
+}
+
+func (c *Conn) respondError(id json.RawMessage, e *Error) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	out := rpcResponseOut{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: e.Code, Message: e.Message}}
+	if r := e.Reason; r != "" || e.Code.Reason() != "" {
+		if r == "" {
+			r = e.Code.Reason()
+		}
+		out.Error.Data = &rpcErrorData{Reason: r}
+	}
+	if out.Error.Message == "" {
+		out.Error.Message = out.Error.Data.Reason
+	}
+	b, _ := json.Marshal(out) // Cannot fail: plain strings and numbers.
+	c.sendRPC(b, false)
+}
+
+// sendRPC queues one RPC message: up to maxFrame with the urgent frames,
+// larger ones (and notifications) in the bulk class. Budget is charged
+// for large messages only; small ones are bounded by the request caps.
+func (c *Conn) sendRPC(payload []byte, notify bool) bool {
+	f := getFrame(headerLen + len(payload))
+	f.b = appendFrame(f.b, typeRPC, 0, payload)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || notify && c.notifies >= maxPendingNotify {
+		putFrame(f)
+		return false
+	}
+	if !notify && len(payload) <= c.cfg.MaxFrame {
+		c.urgent.push(f)
+		c.writerCond.Signal()
+		return true
+	}
+	f.notify = notify
+	f.cost = int64(len(f.b))
+	c.used += f.cost
+	if notify {
+		c.notifies++
+	}
+	c.enqueueLocked(&c.rpcBulk, f)
+	return true
+}
+
+// Notify sends a notification, best effort: it never blocks and returns
+// ErrDropped when too many notifications are already queued.
+func (c *Conn) Notify(method string, params any) error {
+	b, err := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  any    `json:"params,omitempty"`
+	}{"2.0", method, params})
+	if err != nil {
+		return err
+	}
+	if !c.sendRPC(b, true) {
+		if c.Err() != nil {
+			return ErrConnClosed
+		}
+		return ErrDropped
+	}
+	return nil
+}
