@@ -76,9 +76,9 @@ type Conn struct {
 	urgent        fifo[*outFrame] // PONG, small RPC, client CTRL, GOAWAY, OPEN_FAIL
 	windowReady   fifo[*Channel]  // channels with credit to return
 	rings         [numClasses]fifo[*sendQueue]
-	rpcBulk       sendQueue // RPC messages over maxFrame, and notifications
-	pongs         int       // PONGs queued
-	notifies      int       // notifications queued
+	rpcBulk       sendQueue              // RPC messages over maxFrame, and notifications
+	pongs         int                    // PONGs queued
+	notifies      int                    // notifications queued
 	pending       map[string]*pendingReq // server: requests in flight by id
 	shortInflight int
 	longInflight  int

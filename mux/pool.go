@@ -5,10 +5,10 @@ import "sync"
 // outFrame is one encoded frame waiting for the writer. Frames come from
 // pools so the steady state of a DATA pump allocates nothing.
 type outFrame struct {
-	b    []byte
-	cost int64    // bytes charged to the connection budget while queued
-	data bool     // a DATA frame: frees the channel's one output slot
-	ch   *Channel // owning channel for DATA, CTRL, EOF, CLOSE; nil otherwise
+	b      []byte
+	cost   int64         // bytes charged to the connection budget while queued
+	data   bool          // a DATA frame: frees the channel's one output slot
+	ch     *Channel      // owning channel for DATA, CTRL, EOF, CLOSE; nil otherwise
 	pong   bool          // counted in Conn.pongs
 	notify bool          // counted in Conn.notifies
 	sent   chan struct{} // closed once written, for callers that wait

@@ -1,0 +1,75 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestHelloAndRPC(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			ts := newTestServer(t, tr, Config{}, echoRouter())
+			c, s := ts.dial(t, Config{})
+			if got := c.Hello(); got.Server != "test/1" || got.Boot != "boot-1" || got.Limits.MaxFrame != 32<<10 {
+				t.Fatalf("client saw HELLO %+v", got)
+			}
+			if got := s.Hello().Client; got != "test/1" {
+				t.Fatalf("server saw client %q, want test/1", got)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var res map[string]int
+			if err := c.Call(ctx, "echo", map[string]int{"a": 1}, &res); err != nil || res["a"] != 1 {
+				t.Fatalf("echo: %v %v", res, err)
+			}
+			err := c.Call(ctx, "fail", nil, nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeNotFound || e.Reason != "not_found" {
+				t.Fatalf("fail: got %v, want not_found", err)
+			}
+			err = c.Call(ctx, "nope", nil, nil)
+			if !errors.As(err, &e) || e.Code != CodeMethodNotFound || e.Reason != "method_not_found" {
+				t.Fatalf("nope: got %v, want method_not_found", err)
+			}
+		})
+	}
+}
+
+func TestChannelEcho(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			ts := newTestServer(t, tr, Config{}, echoRouter())
+			c, _ := ts.dial(t, Config{})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ch, meta, err := c.Open(ctx, "terminal", 0, map[string]string{"id": "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(meta, []byte(`"terminal"`)) {
+				t.Fatalf("meta %s", meta)
+			}
+			msg := []byte("hello world")
+			if _, err := ch.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if got := readN(t, ch, len(msg), 5*time.Second); !bytes.Equal(got, msg) {
+				t.Fatalf("got %q, want %q", got, msg)
+			}
+			if err := ch.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = c.Open(ctx, "nokind", 0, nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeProtocol {
+				t.Fatalf("open unknown kind: got %v, want protocol", err)
+			}
+		})
+	}
+}
+
+var _ = json.Valid
