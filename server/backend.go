@@ -2,25 +2,140 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"sync"
+	"time"
+
+	"github.com/muxd/muxd/mux"
+	"github.com/muxd/muxd/pty"
 )
 
-// backend holds the engines behind the routes. Placeholder until exec/,
-// pty/ and mux/ land.
+// backend holds the engines behind the routes and the wsmux router that
+// maps RPC methods and channel kinds onto them.
 type backend struct {
-	s *Server
+	s      *Server
+	terms  *pty.Manager
+	router *mux.Router
+	muxCfg mux.Config
+	notify *notifier
+	engine execEngine
 }
 
-func newBackend(s *Server) (*backend, error) { return &backend{s: s}, nil }
+func newBackend(s *Server) (*backend, error) {
+	b := &backend{s: s, notify: newNotifier(s.log)}
+	b.muxCfg = mux.DefaultConfig()
+	b.muxCfg.MaxChannels = s.cfg.MaxChannels
+	b.muxCfg.ConnBudget = s.cfg.ConnBudget
+	b.muxCfg.MaxRPCRequest = s.cfg.MaxRPCRequest
+	b.muxCfg.MaxRPCResponse = s.cfg.MaxRPCResponse
+	b.muxCfg.MaxRPCInflight = s.cfg.MaxRPCInflight
+	b.muxCfg.CloseTimeout = time.Second // shutdown must finish within 5 s
 
-func (b *backend) close(ctx context.Context) {}
+	b.terms = pty.NewManager(pty.Config{
+		MaxTerminals: s.cfg.MaxTerminals,
+		DefaultShell: s.cfg.Shell,
+		Logger:       s.log,
+		OnCreate:     func(i pty.Info) { b.notify.send("terminal.created", i) },
+		OnExit: func(i pty.Info) {
+			b.notify.send("terminal.exited", map[string]any{"id": i.ID, "exitCode": i.ExitCode, "signal": nullIfEmpty(i.Signal)})
+		},
+	})
+	var err error
+	if b.engine, err = newExecEngine(s, b.notify); err != nil {
+		return nil, err
+	}
+	b.router = mux.NewRouter()
+	b.register()
+	return b, nil
+}
 
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// close kills every process tree and terminal.
+func (b *backend) close(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := b.terms.Close(ctx); err != nil {
+			b.s.log.Warn("closing terminals", "err", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := b.engine.close(ctx); err != nil {
+			b.s.log.Warn("closing exec engine", "err", err)
+		}
+	}()
+	wg.Wait()
+}
+
+// serveWS runs one wsmux/1 connection until it ends.
 func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, "not yet", http.StatusServiceUnavailable)
+	s := b.s
+	k := &socket{kind: "ws", netConn: netConnOf(r)}
+	if !s.track(k) {
+		http.Error(w, "muxd is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.untrack(k)
+	start := time.Now()
+	conn, err := mux.Accept(w, r, b.muxCfg, b.router, mux.ServerInfo{
+		Name: "muxd/" + s.cfg.Version, Boot: s.boot, SkipOriginCheck: true, // checked by protect
+	})
+	if err != nil {
+		s.log.Info("connection failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	k.setGoAway(func(limit time.Duration) {
+		conn.GoAway(mux.CodeInternal, "muxd is shutting down")
+	})
+	b.notify.add(conn)
+	defer b.notify.remove(conn)
+	s.log.Info("connection opened", "remote", r.RemoteAddr, "client", conn.Hello().Client)
+	<-conn.Done()
+	s.log.Info("connection closed", "remote", r.RemoteAddr, "client", conn.Hello().Client,
+		"duration", time.Since(start).Round(time.Millisecond).String(), "reason", errString(conn.Err()))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func (b *backend) terminalHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not yet", http.StatusServiceUnavailable)
 	})
+}
+
+// register maps every PROTOCOL.md method and channel kind.
+func (b *backend) register() {
+	rt := b.router
+	rt.Handle("server.info", b.serverInfo)
+	rt.Handle("terminal.create", b.terminalCreate)
+	rt.Handle("terminal.list", b.terminalList)
+	rt.Handle("terminal.update", b.terminalUpdate)
+	rt.Handle("terminal.destroy", b.terminalDestroy)
+	rt.HandleOpen("terminal", b.openTerminal)
+	b.registerExec()
+}
+
+func (b *backend) serverInfo(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
+	return map[string]any{
+		"version":  b.s.cfg.Version,
+		"protocol": "wsmux/1",
+		"boot":     b.s.boot,
+		"limits":   b.muxCfg.Limits(),
+		"pid":      pid(),
+		"dataDir":  b.s.runDir,
+	}, nil
 }

@@ -226,18 +226,31 @@ func (s *Server) closeSockets(graceful bool, limit time.Duration) {
 type socket struct {
 	kind    string   // "ws" or "terminal"
 	netConn net.Conn // the hijacked TCP connection, for abrupt drops
-	// goAway sends GOAWAY and closes with 1001 within limit; nil for
-	// sockets that are closed by cutting netConn.
+
+	// mu guards goAway, set once the WebSocket handshake completed.
+	mu sync.Mutex
+	// goAway sends GOAWAY and closes with 1001; nil for sockets that are
+	// closed by cutting netConn.
 	goAway func(limit time.Duration)
 }
 
+func (k *socket) setGoAway(fn func(limit time.Duration)) {
+	k.mu.Lock()
+	k.goAway = fn
+	k.mu.Unlock()
+}
+
 // end closes the socket: gracefully through goAway when it has one, by
-// cutting the TCP connection otherwise or when that does not finish.
+// cutting the TCP connection otherwise or when that does not finish
+// within limit.
 func (k *socket) end(graceful bool, limit time.Duration) {
-	if graceful && k.goAway != nil {
+	k.mu.Lock()
+	goAway := k.goAway
+	k.mu.Unlock()
+	if graceful && goAway != nil {
 		done := make(chan struct{})
 		go func() {
-			k.goAway(limit)
+			goAway(limit)
 			close(done)
 		}()
 		t := time.NewTimer(limit)
@@ -297,3 +310,5 @@ func netConnOf(r *http.Request) net.Conn {
 
 // dataDirFor returns a path inside the run directory.
 func (s *Server) dataDirFor(name string) string { return filepath.Join(s.runDir, name) }
+
+func pid() int { return os.Getpid() }

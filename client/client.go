@@ -1,0 +1,316 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/muxd/muxd/mux"
+)
+
+// Options configure Dial. The zero value works for a local daemon
+// without a token.
+type Options struct {
+	// Token is sent as Authorization: Bearer.
+	Token string
+	// Header adds request headers (e.g. Origin behind a proxy).
+	Header http.Header
+	// Name is the client name in HELLO (default "muxd-go-client").
+	Name string
+	// NoReconnect disables automatic reconnection.
+	NoReconnect bool
+	// MaxBackoff caps the wait between reconnect attempts (default 2 s).
+	MaxBackoff time.Duration
+	// OnNotify receives the daemon's notifications (process.exited, ...);
+	// it runs on one goroutine per connection and must not block long.
+	OnNotify func(method string, params json.RawMessage)
+	// OnReconnect is called after each reconnection with the daemon's
+	// boot id and whether it changed (the daemon restarted).
+	OnReconnect func(boot string, restarted bool)
+	// Logger receives reconnect events (default: discard).
+	Logger *slog.Logger
+	// Config tunes the wsmux connection (default mux.DefaultConfig()).
+	Config *mux.Config
+	// StreamWindow is the credit granted per output channel in bytes
+	// (default 4 MiB): larger windows stream faster, smaller ones hold
+	// less memory.
+	StreamWindow int
+}
+
+// Client is a connection to one muxd daemon that reconnects by itself.
+type Client struct {
+	url  string
+	opts Options
+	log  *slog.Logger
+
+	// mu guards the fields below; never held across network I/O.
+	mu      sync.Mutex
+	conn    *mux.Conn     // current connection; nil while reconnecting
+	changed chan struct{} // closed (and replaced) whenever conn changes
+	boot    string
+	closed  bool
+	ctx     context.Context // ends on Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Dial connects to the daemon at rawURL (http://host:port, or the /ws
+// WebSocket URL) and keeps the connection up until Close.
+func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
+	u, err := wsURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Name == "" {
+		opts.Name = "muxd-go-client"
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 2 * time.Second
+	}
+	if opts.StreamWindow < 1024 {
+		opts.StreamWindow = 4 << 20
+	}
+	c := &Client{url: u, opts: opts, log: opts.Logger, changed: make(chan struct{})}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.conn, c.boot = conn, conn.Hello().Boot
+	c.wg.Add(1)
+	go c.supervise(conn)
+	return c, nil
+}
+
+// wsURL turns http(s)://host[:port][/path] into ws(s)://host/ws.
+func wsURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("client: bad url %q: want e.g. http://127.0.0.1:3000", raw)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	case "ws", "wss":
+	default:
+		return "", fmt.Errorf("client: bad url %q: scheme must be http, https, ws or wss", raw)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/ws"
+	}
+	return u.String(), nil
+}
+
+func (c *Client) dial(ctx context.Context) (*mux.Conn, error) {
+	h := http.Header{}
+	for k, v := range c.opts.Header {
+		h[k] = v
+	}
+	if c.opts.Token != "" {
+		h.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	cfg := mux.DefaultConfig()
+	if c.opts.Config != nil {
+		cfg = *c.opts.Config
+	}
+	conn, err := mux.Dial(ctx, c.url, mux.DialOptions{Header: h, Client: c.opts.Name, Config: cfg})
+	if err != nil {
+		return nil, fmt.Errorf("client: connect to %s: %w", c.url, err)
+	}
+	if fn := c.opts.OnNotify; fn != nil {
+		conn.OnNotify(fn)
+	}
+	return conn, nil
+}
+
+// supervise waits for conn to end and dials again with backoff, until
+// Close.
+func (c *Client) supervise(conn *mux.Conn) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-conn.Done():
+		case <-c.ctx.Done():
+			_ = conn.Close() // Best effort.
+			return
+		}
+		c.setConn(nil)
+		if c.opts.NoReconnect {
+			c.log.Info("disconnected", "err", conn.Err())
+			return
+		}
+		c.log.Info("disconnected; reconnecting", "err", conn.Err())
+		next := c.redial()
+		if next == nil {
+			return
+		}
+		conn = next
+	}
+}
+
+// redial dials until it succeeds or the client closes.
+func (c *Client) redial() *mux.Conn {
+	backoff := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		conn, err := c.dial(ctx)
+		cancel()
+		if err == nil {
+			boot := conn.Hello().Boot
+			c.mu.Lock()
+			restarted := boot != c.boot
+			c.boot = boot
+			c.mu.Unlock()
+			c.setConn(conn)
+			c.log.Info("reconnected", "attempt", attempt, "restarted", restarted)
+			if fn := c.opts.OnReconnect; fn != nil {
+				fn(boot, restarted)
+			}
+			return conn
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, c.opts.MaxBackoff)
+	}
+}
+
+func (c *Client) setConn(conn *mux.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conn = conn
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Conn waits for a live connection (while reconnecting) and returns it.
+func (c *Client) Conn(ctx context.Context) (*mux.Conn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		conn, changed := c.conn, c.changed
+		c.mu.Unlock()
+		if conn != nil {
+			select {
+			case <-conn.Done():
+			default:
+				return conn, nil
+			}
+		}
+		if c.opts.NoReconnect && conn == nil {
+			return nil, ErrDisconnected
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		case <-c.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// Boot returns the daemon's boot id as of the last connection.
+func (c *Client) Boot() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.boot
+}
+
+// Close ends the connection and stops reconnecting.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conn := c.conn
+	c.mu.Unlock()
+	c.cancel()
+	if conn != nil {
+		_ = conn.Close() // Best effort.
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// Call sends one JSON-RPC request. If the socket drops while it is
+// pending, Call returns ErrDisconnected (it is not resent: it may have
+// run). Errors from the daemon are *mux.Error.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	conn, err := c.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	err = conn.Call(ctx, method, params, result)
+	if err != nil && lost(conn, err) {
+		return fmt.Errorf("%s: %w", method, ErrDisconnected)
+	}
+	return err
+}
+
+// callIdempotent is Call that resends the request after a reconnect:
+// for requests that may safely run twice (reads, waits, kills).
+func (c *Client) callIdempotent(ctx context.Context, method string, params, result any) error {
+	for {
+		conn, err := c.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.Call(ctx, method, params, result)
+		if err == nil || !lost(conn, err) {
+			return err
+		}
+	}
+}
+
+// lost reports whether err came from the connection ending rather than
+// from the daemon's answer.
+func lost(conn *mux.Conn, err error) bool {
+	var e *mux.Error
+	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	select {
+	case <-conn.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// ServerInfo is the result of server.info.
+type ServerInfo struct {
+	Version  string          `json:"version"`
+	Protocol string          `json:"protocol"`
+	Boot     string          `json:"boot"`
+	Limits   json.RawMessage `json:"limits"`
+	Pid      int             `json:"pid"`
+	DataDir  string          `json:"dataDir"`
+}
+
+// ServerInfo asks the daemon who it is.
+func (c *Client) ServerInfo(ctx context.Context) (ServerInfo, error) {
+	var r ServerInfo
+	err := c.callIdempotent(ctx, "server.info", nil, &r)
+	return r, err
+}

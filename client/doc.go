@@ -1,0 +1,14 @@
+// Package client is the Go client of muxd for agent harnesses: commands,
+// sessions, processes and terminals over one WebSocket (wsmux/1).
+//
+// A [Client] reconnects by itself when the socket drops. Resources live
+// in the daemon, not in the socket, so work goes on across a reconnect:
+// an [Client.Exec] whose socket dropped fetches its result by id, and the
+// readers of [Process.Stdout], [Process.Stderr] and [Terminal] resume at
+// the byte where they stopped, with no gap and no duplicate. When the
+// daemon itself restarted (a new boot id), resources are gone and calls
+// on them fail with not_found or gone.
+//
+// All methods are safe for concurrent use, except that each reader
+// (Stdout, Stderr, a Terminal's Read) should be read by one goroutine.
+package client

@@ -1,0 +1,34 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/muxd/muxd/mux"
+)
+
+var (
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("client: closed")
+	// ErrDisconnected is returned by a request whose socket dropped while
+	// it was pending and that cannot safely be sent again.
+	ErrDisconnected = errors.New("client: disconnected while the request was pending")
+)
+
+// GapError reports output the daemon no longer retained: Bytes bytes of
+// Stream were skipped. Reading may continue after it.
+type GapError struct {
+	Stream string
+	Bytes  int64
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("client: %d bytes of %s were dropped by the daemon (raise outputLimit to keep them)", e.Bytes, e.Stream)
+}
+
+// IsCode reports whether err is a muxd error with the given code, e.g.
+// client.IsCode(err, mux.CodeNotFound).
+func IsCode(err error, code mux.Code) bool {
+	var e *mux.Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,213 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/muxd/muxd/mux"
+)
+
+// ExecOptions are the optional params of exec.
+type ExecOptions struct {
+	// ID names the exec (default: a fresh uuid), so its output can be
+	// streamed and its result fetched after a reconnect.
+	ID        string
+	Cwd       string
+	Env       map[string]*string
+	Timeout   time.Duration
+	Stdin     []byte
+	SessionID string
+	// MaxOutput caps each stream in the result (daemon default 256 KiB,
+	// at most 512 KiB); the full output stays readable by ID.
+	MaxOutput int
+	// OnOutput, when set, receives the output live through a process
+	// channel, every byte once and in order within each stream.
+	OnOutput func(stream string, data []byte)
+}
+
+// ExecResult is the result of exec.
+type ExecResult struct {
+	ID              string
+	ExitCode        *int // nil when killed by a signal or timed out
+	Signal          string
+	TimedOut        bool
+	Stdout, Stderr  []byte
+	StdoutTruncated bool
+	StderrTruncated bool
+	Duration        time.Duration
+}
+
+type execParams struct {
+	Command       string             `json:"command"`
+	ID            string             `json:"id"`
+	Cwd           string             `json:"cwd,omitempty"`
+	Env           map[string]*string `json:"env,omitempty"`
+	TimeoutMs     int64              `json:"timeoutMs,omitempty"`
+	Stdin         string             `json:"stdin,omitempty"`
+	StdinEncoding string             `json:"stdinEncoding,omitempty"`
+	SessionID     string             `json:"sessionId,omitempty"`
+	Encoding      string             `json:"encoding"`
+	MaxOutput     int                `json:"maxOutput,omitempty"`
+}
+
+type execWire struct {
+	ID              string `json:"id"`
+	ExitCode        *int   `json:"exitCode"`
+	Signal          string `json:"signal"`
+	TimedOut        bool   `json:"timedOut"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdoutTruncated"`
+	StderrTruncated bool   `json:"stderrTruncated"`
+	DurationMs      int64  `json:"durationMs"`
+}
+
+// Exec runs command (bash -c, or in a session's shell) and returns its
+// result. The command survives a dropped socket: Exec then waits for it
+// by id on the new socket and reads its output back.
+func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*ExecResult, error) {
+	if opts.ID == "" {
+		opts.ID = uuid.NewString()
+	}
+	p := execParams{Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env,
+		TimeoutMs: opts.Timeout.Milliseconds(), SessionID: opts.SessionID, Encoding: "base64", MaxOutput: opts.MaxOutput}
+	if opts.Stdin != nil {
+		p.Stdin, p.StdinEncoding = base64.StdEncoding.EncodeToString(opts.Stdin), "base64"
+	}
+	var live *liveOutput
+	if opts.OnOutput != nil {
+		live = startLive(ctx, c, opts.ID, opts.OnOutput)
+	}
+	var w execWire
+	err := c.Call(ctx, "exec", p, &w)
+	var res *ExecResult
+	switch {
+	case err == nil:
+		res, err = decodeExec(w)
+	case errors.Is(err, ErrDisconnected):
+		res, err = c.execAfterDrop(ctx, opts)
+	}
+	if live != nil {
+		if err != nil {
+			live.stop()
+		} else if lerr := live.finish(ctx); lerr != nil && ctx.Err() != nil {
+			return res, lerr
+		}
+	}
+	return res, err
+}
+
+func decodeExec(w execWire) (*ExecResult, error) {
+	out, err := base64.StdEncoding.DecodeString(w.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	errb, err := base64.StdEncoding.DecodeString(w.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	return &ExecResult{ID: w.ID, ExitCode: w.ExitCode, Signal: w.Signal, TimedOut: w.TimedOut,
+		Stdout: out, Stderr: errb, StdoutTruncated: w.StdoutTruncated, StderrTruncated: w.StderrTruncated,
+		Duration: time.Duration(w.DurationMs) * time.Millisecond}, nil
+}
+
+// execAfterDrop waits for an exec by id after the socket dropped, and
+// rebuilds its result from process.wait and process.read.
+func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions) (*ExecResult, error) {
+	p := &Process{c: c, info: ProcessInfo{ID: opts.ID}}
+	var info ProcessInfo
+	var err error
+	// The exec may not be registered yet if the request was lost with
+	// the socket: then not_found is the honest answer.
+	if info, err = p.Wait(ctx); err != nil {
+		return nil, err
+	}
+	limit := int64(opts.MaxOutput)
+	if limit <= 0 {
+		limit = 256 << 10
+	}
+	res := &ExecResult{ID: info.ID, ExitCode: info.ExitCode, Signal: info.Signal, TimedOut: info.Status == "timed_out"}
+	if res.Stdout, err = p.readAll(ctx, "stdout", limit); err != nil {
+		return nil, err
+	}
+	if res.Stderr, err = p.readAll(ctx, "stderr", limit); err != nil {
+		return nil, err
+	}
+	res.StdoutTruncated = info.StdoutBytes > int64(len(res.Stdout))
+	res.StderrTruncated = info.StderrBytes > int64(len(res.Stderr))
+	return res, nil
+}
+
+// liveOutput follows an exec's output through a process channel while
+// the exec request runs.
+type liveOutput struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	// mu guards err.
+	mu  sync.Mutex
+	err error
+}
+
+// startLive opens the exec's process channel as soon as the exec is
+// registered (retrying not_found while it waits its turn) and delivers
+// output to fn until the exec ends.
+func startLive(ctx context.Context, c *Client, id string, fn func(string, []byte)) *liveOutput {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &liveOutput{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(l.done)
+		f := newFollower(c, id, "", true)
+		defer f.close()
+		backoff := time.Millisecond
+		for {
+			err := f.open(ctx)
+			if err == nil {
+				break
+			}
+			if !IsCode(err, mux.CodeNotFound) || ctx.Err() != nil {
+				l.setErr(err)
+				return
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				l.setErr(ctx.Err())
+				return
+			case <-t.C:
+			}
+			backoff = min(backoff*2, 50*time.Millisecond)
+		}
+		l.setErr(drain(ctx, f, fn))
+	}()
+	return l
+}
+
+func (l *liveOutput) setErr(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
+// finish waits until every byte was delivered (the channel reaches the
+// exec's end), or ctx ends.
+func (l *liveOutput) finish(ctx context.Context) error {
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		l.cancel()
+		<-l.done
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *liveOutput) stop() {
+	l.cancel()
+	<-l.done
+}

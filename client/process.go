@@ -1,0 +1,336 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/muxd/muxd/mux"
+)
+
+// ProcessInfo is PROTOCOL.md's Process.
+type ProcessInfo struct {
+	ID          string  `json:"id"`
+	Instance    string  `json:"instance"`
+	Pid         int     `json:"pid"`
+	Command     string  `json:"command"`
+	SessionID   string  `json:"sessionId,omitempty"`
+	Status      string  `json:"status"` // running, exited, killed, timed_out, failed_to_start
+	ExitCode    *int    `json:"exitCode"`
+	Signal      string  `json:"signal"`
+	StartedAt   string  `json:"startedAt"`
+	EndedAt     *string `json:"endedAt,omitempty"`
+	StdoutBytes int64   `json:"stdoutBytes"`
+	StderrBytes int64   `json:"stderrBytes"`
+}
+
+// Running reports whether the process has not ended.
+func (p ProcessInfo) Running() bool { return p.Status == "running" }
+
+// ProcessOptions are the optional params of process.start.
+type ProcessOptions struct {
+	ID        string
+	Cwd       string
+	Env       map[string]*string
+	SessionID string
+	// Stdin keeps the process's stdin open for Process.Stdin.
+	Stdin       bool
+	Timeout     time.Duration
+	OutputLimit int64
+}
+
+type processStartParams struct {
+	Command     string             `json:"command"`
+	ID          string             `json:"id,omitempty"`
+	Cwd         string             `json:"cwd,omitempty"`
+	Env         map[string]*string `json:"env,omitempty"`
+	SessionID   string             `json:"sessionId,omitempty"`
+	Stdin       bool               `json:"stdin,omitempty"`
+	TimeoutMs   int64              `json:"timeoutMs,omitempty"`
+	OutputLimit int64              `json:"outputLimit,omitempty"`
+}
+
+// Process is a handle on a daemon process.
+type Process struct {
+	c    *Client
+	info ProcessInfo
+
+	// mu guards stdin.
+	mu    sync.Mutex
+	stdin *stdinWriter
+}
+
+// StartProcess starts command (bash -c) and returns once it runs.
+func (c *Client) StartProcess(ctx context.Context, command string, opts ProcessOptions) (*Process, error) {
+	var info ProcessInfo
+	err := c.Call(ctx, "process.start", processStartParams{
+		Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env, SessionID: opts.SessionID,
+		Stdin: opts.Stdin, TimeoutMs: opts.Timeout.Milliseconds(), OutputLimit: opts.OutputLimit,
+	}, &info)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{c: c, info: info}, nil
+}
+
+// Process returns a handle on an existing process (or exec) by id.
+func (c *Client) Process(ctx context.Context, id string) (*Process, error) {
+	var info ProcessInfo
+	if err := c.callIdempotent(ctx, "process.get", map[string]string{"id": id}, &info); err != nil {
+		return nil, err
+	}
+	return &Process{c: c, info: info}, nil
+}
+
+// ListProcesses lists processes started with process.start (all, or
+// those of one session).
+func (c *Client) ListProcesses(ctx context.Context, sessionID string) ([]ProcessInfo, error) {
+	var r struct {
+		Processes []ProcessInfo `json:"processes"`
+	}
+	var params any
+	if sessionID != "" {
+		params = map[string]string{"sessionId": sessionID}
+	}
+	err := c.callIdempotent(ctx, "process.list", params, &r)
+	return r.Processes, err
+}
+
+// ID is the process id.
+func (p *Process) ID() string { return p.info.ID }
+
+// Info is the process as last seen (at start, or the last Wait/Refresh).
+func (p *Process) Info() ProcessInfo { return p.info }
+
+// Refresh fetches the current state.
+func (p *Process) Refresh(ctx context.Context) (ProcessInfo, error) {
+	var info ProcessInfo
+	err := p.c.callIdempotent(ctx, "process.get", map[string]string{"id": p.info.ID}, &info)
+	if err == nil {
+		p.info = info
+	}
+	return info, err
+}
+
+// Stdout returns a reader of the process's stdout from its first byte,
+// following it live until the process ends.
+func (p *Process) Stdout() *StreamReader { return p.StdoutFrom(0) }
+
+// StdoutFrom is Stdout starting at byte offset from.
+func (p *Process) StdoutFrom(from int64) *StreamReader {
+	f := newFollower(p.c, p.info.ID, p.info.Instance, true)
+	f.offs[streamStdout] = from
+	return &StreamReader{f: f, want: streamStdout}
+}
+
+// Stderr returns a reader of the process's stderr, like Stdout.
+func (p *Process) Stderr() *StreamReader { return p.StderrFrom(0) }
+
+// StderrFrom is Stderr starting at byte offset from.
+func (p *Process) StderrFrom(from int64) *StreamReader {
+	f := newFollower(p.c, p.info.ID, p.info.Instance, true)
+	f.offs[streamStderr] = from
+	return &StreamReader{f: f, want: streamStderr}
+}
+
+// Output calls fn with every chunk of stdout and stderr, in the order the
+// daemon read them, until the process ended (it returns nil then) or ctx
+// ends. Gaps are skipped.
+func (p *Process) Output(ctx context.Context, fn func(stream string, data []byte)) error {
+	f := newFollower(p.c, p.info.ID, p.info.Instance, true)
+	defer f.close()
+	return drain(ctx, f, fn)
+}
+
+func drain(ctx context.Context, f *follower, fn func(stream string, data []byte)) error {
+	for {
+		s, data, err := f.next(ctx)
+		var gap *GapError
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.As(err, &gap):
+			continue
+		case err != nil:
+			return err
+		}
+		fn(streamName(s), data)
+	}
+}
+
+// Stdin returns the process's stdin (started with Stdin: true). Close
+// sends EOF. Writes resume on a new socket after a reconnect.
+func (p *Process) Stdin() io.WriteCloser {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stdin == nil {
+		p.stdin = &stdinWriter{p: p}
+	}
+	return p.stdin
+}
+
+// Wait waits for the process to end and returns its final state.
+func (p *Process) Wait(ctx context.Context) (ProcessInfo, error) {
+	var info ProcessInfo
+	err := p.c.callIdempotent(ctx, "process.wait", map[string]string{"id": p.info.ID}, &info)
+	if err == nil {
+		p.info = info
+	}
+	return info, err
+}
+
+// Kill signals the whole tree (default TERM), then KILL after grace
+// (0 = the daemon's default, 2 s).
+func (p *Process) Kill(ctx context.Context, signal string, grace time.Duration) error {
+	params := map[string]any{"id": p.info.ID}
+	if signal != "" {
+		params["signal"] = signal
+	}
+	if grace > 0 {
+		params["graceMs"] = grace.Milliseconds()
+	}
+	return p.c.callIdempotent(ctx, "process.kill", params, nil)
+}
+
+// Remove forgets an ended process and its output.
+func (p *Process) Remove(ctx context.Context) error {
+	return p.c.callIdempotent(ctx, "process.remove", map[string]string{"id": p.info.ID}, nil)
+}
+
+// LogMatch is the result of WaitForLog.
+type LogMatch struct {
+	Line   string   `json:"line"`
+	Groups []string `json:"groups"`
+	Stream string   `json:"stream"`
+	Offset int64    `json:"offset"`
+}
+
+// WaitForLog waits for a complete output line matching the RE2 pattern
+// (both streams, from the first byte).
+func (p *Process) WaitForLog(ctx context.Context, pattern string) (LogMatch, error) {
+	var m LogMatch
+	err := p.c.callIdempotent(ctx, "process.waitForLog", map[string]any{"id": p.info.ID, "pattern": pattern}, &m)
+	return m, err
+}
+
+// WaitForPort waits until a TCP connect to port on loopback succeeds; it
+// fails with timeout if the process ends first.
+func (p *Process) WaitForPort(ctx context.Context, port int) error {
+	return p.c.callIdempotent(ctx, "process.waitForPort", map[string]any{"id": p.info.ID, "port": port}, nil)
+}
+
+// Read returns a slice of retained output (at most 512 KiB) starting at
+// offset from, and the retained range [first, end).
+func (p *Process) Read(ctx context.Context, stream string, from, length int64) (data []byte, first, end int64, err error) {
+	var r struct {
+		Data  string `json:"data"`
+		From  int64  `json:"from"`
+		First int64  `json:"first"`
+		End   int64  `json:"end"`
+	}
+	err = p.c.callIdempotent(ctx, "process.read", map[string]any{"id": p.info.ID, "stream": stream,
+		"from": from, "length": length, "encoding": "base64"}, &r)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	data, err = base64.StdEncoding.DecodeString(r.Data)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("client: process.read: %w", err)
+	}
+	return data, r.First, r.End, nil
+}
+
+// readAll reads stream from offset 0 to end (up to limit bytes).
+func (p *Process) readAll(ctx context.Context, stream string, limit int64) ([]byte, error) {
+	var out []byte
+	var from int64
+	for int64(len(out)) < limit {
+		n := min(limit-int64(len(out)), 512<<10)
+		data, first, end, err := p.Read(ctx, stream, from, n)
+		if err != nil {
+			return out, err
+		}
+		if from < first {
+			from = first
+		}
+		out = append(out, data...)
+		from += int64(len(data))
+		if len(data) == 0 || from >= end {
+			break
+		}
+	}
+	return out, nil
+}
+
+// stdinWriter writes to a process channel's DATA.
+type stdinWriter struct {
+	p *Process
+	// mu guards f; held across a write so writes stay ordered.
+	mu sync.Mutex
+	f  *follower
+}
+
+func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
+	if w.f == nil || w.f.ch == nil {
+		w.f = newFollower(w.p.c, w.p.info.ID, w.p.info.Instance, true)
+		// Skip output we do not want: start both streams at their ends.
+		info, err := w.p.Refresh(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.f.offs[1], w.f.offs[2] = info.StdoutBytes, info.StderrBytes
+		if err := w.f.open(ctx); err != nil {
+			return nil, err
+		}
+		go discard(w.f.ch)
+	}
+	return w.f.ch, nil
+}
+
+// discard drains a stdin channel's output so its credit keeps flowing.
+func discard(ch *mux.Channel) {
+	buf := make([]byte, 32<<10)
+	for {
+		if _, err := ch.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// Write sends p to the process's stdin, blocking for credit. After a
+// disconnect the rest of p goes out on the new socket; bytes that were
+// queued on the old one when it dropped may be lost.
+func (w *stdinWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		ch, err := w.channel(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		n, err := ch.Write(p)
+		if err == nil {
+			return n, nil
+		}
+		if !lost(w.f.conn, err) {
+			return n, err
+		}
+		w.f.ch = nil
+		p = p[n:]
+	}
+}
+
+// Close sends EOF: the process reads end of file.
+func (w *stdinWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, err := w.channel(context.Background())
+	if err != nil {
+		return err
+	}
+	return ch.CloseWrite()
+}

@@ -1,0 +1,94 @@
+package client
+
+import (
+	"context"
+	"time"
+)
+
+// SessionOptions are the optional params of session.create.
+type SessionOptions struct {
+	ID             string
+	Cwd            string
+	Env            map[string]*string
+	CommandTimeout time.Duration
+}
+
+// SessionInfo is an entry of session.list.
+type SessionInfo struct {
+	ID        string `json:"id"`
+	Cwd       string `json:"cwd"`
+	Alive     bool   `json:"alive"`
+	Busy      bool   `json:"busy"`
+	CreatedAt string `json:"createdAt"`
+}
+
+// Session is a persistent bash whose state (cwd, exports, functions)
+// carries across its commands.
+type Session struct {
+	c   *Client
+	id  string
+	cwd string
+}
+
+// CreateSession starts a session.
+func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Session, error) {
+	var r struct {
+		ID  string `json:"id"`
+		Cwd string `json:"cwd"`
+	}
+	params := map[string]any{}
+	if opts.ID != "" {
+		params["id"] = opts.ID
+	}
+	if opts.Cwd != "" {
+		params["cwd"] = opts.Cwd
+	}
+	if opts.Env != nil {
+		params["env"] = opts.Env
+	}
+	if opts.CommandTimeout > 0 {
+		params["commandTimeoutMs"] = opts.CommandTimeout.Milliseconds()
+	}
+	if err := c.Call(ctx, "session.create", params, &r); err != nil {
+		return nil, err
+	}
+	return &Session{c: c, id: r.ID, cwd: r.Cwd}, nil
+}
+
+// Session returns a handle on an existing session by id.
+func (c *Client) Session(id string) *Session { return &Session{c: c, id: id} }
+
+// ListSessions lists the daemon's sessions.
+func (c *Client) ListSessions(ctx context.Context) ([]SessionInfo, error) {
+	var r struct {
+		Sessions []SessionInfo `json:"sessions"`
+	}
+	err := c.callIdempotent(ctx, "session.list", nil, &r)
+	return r.Sessions, err
+}
+
+// ID is the session id.
+func (s *Session) ID() string { return s.id }
+
+// Exec runs command in the session's shell.
+func (s *Session) Exec(ctx context.Context, command string, opts ExecOptions) (*ExecResult, error) {
+	opts.SessionID = s.id
+	return s.c.Exec(ctx, command, opts)
+}
+
+// StartProcess starts command from a snapshot of the session's state; the
+// process lives on when the session is deleted.
+func (s *Session) StartProcess(ctx context.Context, command string, opts ProcessOptions) (*Process, error) {
+	opts.SessionID = s.id
+	return s.c.StartProcess(ctx, command, opts)
+}
+
+// Interrupt is Ctrl-C: the running command is aborted, the shell lives.
+func (s *Session) Interrupt(ctx context.Context) error {
+	return s.c.Call(ctx, "session.interrupt", map[string]string{"id": s.id}, nil)
+}
+
+// Delete kills the shell and what its commands started.
+func (s *Session) Delete(ctx context.Context) error {
+	return s.c.callIdempotent(ctx, "session.delete", map[string]string{"id": s.id}, nil)
+}

@@ -1,0 +1,215 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/muxd/muxd/mux"
+)
+
+// Stream bytes of the process channel.
+const (
+	streamStdout byte = 1
+	streamStderr byte = 2
+)
+
+func streamName(s byte) string {
+	if s == streamStderr {
+		return "stderr"
+	}
+	return "stdout"
+}
+
+// ExitInfo is the exit CTRL of a process channel.
+type ExitInfo struct {
+	Status      string `json:"status"`
+	Code        *int   `json:"code"`
+	Signal      string `json:"signal"`
+	StdoutBytes int64  `json:"stdoutBytes"`
+	StderrBytes int64  `json:"stderrBytes"`
+}
+
+// follower reads a process channel and reopens it at the current offsets
+// after a reconnect, so its reader sees every byte exactly once.
+type follower struct {
+	c        *Client
+	id       string
+	instance string
+	offs     [3]int64 // next offset per stream (index 1 stdout, 2 stderr)
+	follow   bool
+	ch       *mux.Channel
+	conn     *mux.Conn
+	buf      []byte
+	exit     *ExitInfo
+	done     bool
+}
+
+func newFollower(c *Client, id, instance string, follow bool) *follower {
+	return &follower{c: c, id: id, instance: instance, follow: follow}
+}
+
+type processOpenParams struct {
+	ID       string `json:"id"`
+	Instance string `json:"instance,omitempty"`
+	Stdout   int64  `json:"stdout"`
+	Stderr   int64  `json:"stderr"`
+	Follow   bool   `json:"follow"`
+}
+
+func (f *follower) open(ctx context.Context) error {
+	for {
+		conn, err := f.c.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		ch, meta, err := conn.Open(ctx, "process", f.c.opts.StreamWindow, processOpenParams{
+			ID: f.id, Instance: f.instance, Stdout: f.offs[1], Stderr: f.offs[2], Follow: f.follow})
+		if err != nil {
+			if lost(conn, err) {
+				continue
+			}
+			return err
+		}
+		var m struct {
+			Instance string `json:"instance"`
+		}
+		_ = json.Unmarshal(meta, &m) // Best effort: the instance only pins later reopens.
+		if f.instance == "" {
+			f.instance = m.Instance
+		}
+		if f.buf == nil {
+			f.buf = make([]byte, conn.Hello().Limits.MaxFrame+1)
+		}
+		f.ch, f.conn = ch, conn
+		return nil
+	}
+}
+
+// next returns the next chunk of output (data aliases an internal buffer
+// until the next call), a *GapError, or io.EOF once the output ended.
+func (f *follower) next(ctx context.Context) (stream byte, data []byte, err error) {
+	for {
+		if f.done {
+			return 0, nil, io.EOF
+		}
+		if f.ch == nil {
+			if err := f.open(ctx); err != nil {
+				return 0, nil, err
+			}
+		}
+		n, ctrl, err := f.readFrame(ctx)
+		switch {
+		case err == nil && ctrl != nil:
+			if gap := f.ctrl(ctrl); gap != nil {
+				return 0, nil, gap
+			}
+		case err == nil && n > 0:
+			s := f.buf[0]
+			if s != streamStdout && s != streamStderr {
+				return 0, nil, fmt.Errorf("client: bad stream byte %d on process channel", s)
+			}
+			f.offs[s] += int64(n - 1)
+			return s, f.buf[1:n], nil
+		case errors.Is(err, io.EOF):
+			f.done = true
+			_ = f.ch.Close() // Best effort: done with it.
+			return 0, nil, io.EOF
+		case err != nil:
+			if lost(f.conn, err) {
+				f.ch = nil // reopen at the current offsets
+				continue
+			}
+			return 0, nil, err
+		}
+	}
+}
+
+// readFrame reads one frame, giving up when ctx ends.
+func (f *follower) readFrame(ctx context.Context) (int, json.RawMessage, error) {
+	if ctx.Done() == nil {
+		return f.ch.ReadFrame(f.buf)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.ch.Close() })
+	n, ctrl, err := f.ch.ReadFrame(f.buf)
+	if !stop() {
+		f.ch = nil
+		return 0, nil, ctx.Err()
+	}
+	return n, ctrl, err
+}
+
+// ctrl applies a server CTRL; a gap is returned to the reader.
+func (f *follower) ctrl(raw json.RawMessage) *GapError {
+	var op struct {
+		Op     string `json:"op"`
+		Stream string `json:"stream"`
+		Bytes  int64  `json:"bytes"`
+	}
+	if json.Unmarshal(raw, &op) != nil {
+		return nil
+	}
+	switch op.Op {
+	case "gap":
+		s := streamStdout
+		if op.Stream == "stderr" {
+			s = streamStderr
+		}
+		f.offs[s] += op.Bytes
+		return &GapError{Stream: op.Stream, Bytes: op.Bytes}
+	case "exit":
+		var e ExitInfo
+		if json.Unmarshal(raw, &e) == nil {
+			f.exit = &e
+		}
+	}
+	return nil
+}
+
+func (f *follower) close() {
+	if f.ch != nil {
+		_ = f.ch.Close() // Best effort.
+		f.ch = nil
+	}
+	f.done = true
+}
+
+// StreamReader reads one stream of a process, resuming across reconnects.
+// Read returns io.EOF once the process ended and every retained byte was
+// read, and a *GapError (once) where the daemon dropped output.
+type StreamReader struct {
+	f       *follower
+	want    byte
+	pending []byte
+}
+
+// Read implements io.Reader.
+func (r *StreamReader) Read(p []byte) (int, error) {
+	for len(r.pending) == 0 {
+		s, data, err := r.f.next(context.Background())
+		if err != nil {
+			var gap *GapError
+			if errors.As(err, &gap) && gap.Stream != streamName(r.want) {
+				continue
+			}
+			return 0, err
+		}
+		if s == r.want {
+			r.pending = data
+		}
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
+}
+
+// Offset is the stream offset of the next byte Read returns.
+func (r *StreamReader) Offset() int64 { return r.f.offs[r.want] - int64(len(r.pending)) }
+
+// Close stops reading.
+func (r *StreamReader) Close() error {
+	r.f.close()
+	return nil
+}

@@ -1,0 +1,323 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/muxd/muxd/mux"
+)
+
+// TerminalInfo is PROTOCOL.md's Terminal.
+type TerminalInfo struct {
+	ID          string `json:"id"`
+	Instance    string `json:"instance"`
+	Title       string `json:"title"`
+	Pid         int    `json:"pid"`
+	Cols        int    `json:"cols"`
+	Rows        int    `json:"rows"`
+	Attachments int    `json:"attachments"`
+	Exited      bool   `json:"exited"`
+	ExitCode    *int   `json:"exitCode"`
+	Signal      string `json:"signal"`
+	End         int64  `json:"end"`
+}
+
+// TerminalOptions are the params of terminal.create.
+type TerminalOptions struct {
+	ID, Title, Shell, Cwd, SessionID string
+	Cols, Rows                       int
+	Env                              map[string]*string
+}
+
+// ListTerminals lists the daemon's terminals.
+func (c *Client) ListTerminals(ctx context.Context) ([]TerminalInfo, error) {
+	var r struct {
+		Terminals []TerminalInfo `json:"terminals"`
+	}
+	err := c.callIdempotent(ctx, "terminal.list", nil, &r)
+	return r.Terminals, err
+}
+
+// CreateTerminal creates a terminal and attaches to it.
+func (c *Client) CreateTerminal(ctx context.Context, opts TerminalOptions) (*Terminal, error) {
+	params := map[string]any{}
+	for k, v := range map[string]string{"id": opts.ID, "title": opts.Title, "shell": opts.Shell,
+		"cwd": opts.Cwd, "sessionId": opts.SessionID} {
+		if v != "" {
+			params[k] = v
+		}
+	}
+	if opts.Cols > 0 {
+		params["cols"] = opts.Cols
+	}
+	if opts.Rows > 0 {
+		params["rows"] = opts.Rows
+	}
+	if opts.Env != nil {
+		params["env"] = opts.Env
+	}
+	var info TerminalInfo
+	if err := c.Call(ctx, "terminal.create", params, &info); err != nil {
+		return nil, err
+	}
+	return c.AttachTerminal(ctx, info.ID, AttachOptions{Instance: info.Instance})
+}
+
+// DestroyTerminal kills a terminal by id.
+func (c *Client) DestroyTerminal(ctx context.Context, id string) error {
+	return c.callIdempotent(ctx, "terminal.destroy", map[string]string{"id": id}, nil)
+}
+
+// AttachOptions choose where an attachment starts.
+type AttachOptions struct {
+	// Instance pins the terminal instance ("" = whatever has the id).
+	Instance string
+	// From is the output offset to start at (nil = the oldest retained).
+	From *int64
+	// ReadOnly attachments cannot type, resize or signal.
+	ReadOnly bool
+}
+
+// Terminal is an attachment to a daemon terminal: an io.ReadWriter of the
+// terminal's bytes that resumes at its offset after a reconnect.
+type Terminal struct {
+	c        *Client
+	id       string
+	readOnly bool
+
+	// mu guards the fields below; never held across network I/O except
+	// the brief (re)open in channel.
+	mu       sync.Mutex
+	instance string
+	offset   int64 // next live output byte; -1 until the first sync
+	from     *int64
+	ch       *mux.Channel
+	conn     *mux.Conn
+	cols     int
+	rows     int
+	exit     *ExitInfo
+	closed   bool
+	pending  []byte
+	buf      []byte
+	info     TerminalInfo
+}
+
+// AttachTerminal attaches to terminal id.
+func (c *Client) AttachTerminal(ctx context.Context, id string, opts AttachOptions) (*Terminal, error) {
+	t := &Terminal{c: c, id: id, readOnly: opts.ReadOnly, instance: opts.Instance, offset: -1, from: opts.From}
+	if _, err := t.channel(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+type terminalOpenParams struct {
+	ID       string `json:"id"`
+	Instance string `json:"instance,omitempty"`
+	From     *int64 `json:"from,omitempty"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// channel returns the open channel, reopening it after a reconnect at the
+// offset reached.
+func (t *Terminal) channel(ctx context.Context) (*mux.Channel, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if t.ch != nil {
+		return t.ch, nil
+	}
+	for {
+		conn, err := t.c.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		from := t.from
+		if t.offset >= 0 {
+			off := t.offset
+			from = &off
+		}
+		ch, meta, err := conn.Open(ctx, "terminal", t.c.opts.StreamWindow,
+			terminalOpenParams{ID: t.id, Instance: t.instance, From: from, ReadOnly: t.readOnly})
+		if err != nil {
+			if lost(conn, err) {
+				continue
+			}
+			return nil, err
+		}
+		var m struct {
+			Cols, Rows int
+			Instance   string
+		}
+		_ = json.Unmarshal(meta, &m) // Best effort: informational.
+		t.instance = m.Instance
+		if t.buf == nil {
+			t.buf = make([]byte, conn.Hello().Limits.MaxFrame)
+		}
+		t.ch, t.conn = ch, conn
+		if t.cols > 0 && !t.readOnly && (t.cols != m.Cols || t.rows != m.Rows) {
+			// Re-apply the size we asked for: it may have been lost.
+			_ = ch.SendCtrl(map[string]any{"op": "resize", "cols": t.cols, "rows": t.rows}) // Best effort.
+		}
+		return ch, nil
+	}
+}
+
+// dropChannel forgets ch after its connection was lost.
+func (t *Terminal) dropChannel(ch *mux.Channel) {
+	t.mu.Lock()
+	if t.ch == ch {
+		t.ch = nil
+	}
+	t.mu.Unlock()
+}
+
+// ID is the terminal id.
+func (t *Terminal) ID() string { return t.id }
+
+// Offset is the terminal output offset of the next live byte Read
+// returns, or -1 before the replay ended.
+func (t *Terminal) Offset() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.offset
+}
+
+// Read returns terminal output: replayed bytes first, then live bytes.
+// It returns io.EOF after the shell exited (see Exit).
+func (t *Terminal) Read(p []byte) (int, error) {
+	for len(t.pending) == 0 {
+		ch, err := t.channel(context.Background())
+		if err != nil {
+			return 0, err
+		}
+		n, ctrl, err := ch.ReadFrame(t.buf)
+		switch {
+		case err == nil && ctrl != nil:
+			t.applyCtrl(ctrl)
+		case err == nil:
+			t.mu.Lock()
+			if t.offset >= 0 {
+				t.offset += int64(n)
+			}
+			t.mu.Unlock()
+			t.pending = t.buf[:n]
+		case errors.Is(err, io.EOF):
+			return 0, io.EOF
+		case lost(t.connOf(), err):
+			t.dropChannel(ch)
+		default:
+			return 0, err
+		}
+	}
+	n := copy(p, t.pending)
+	t.pending = t.pending[n:]
+	return n, nil
+}
+
+func (t *Terminal) connOf() *mux.Conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conn
+}
+
+func (t *Terminal) applyCtrl(raw json.RawMessage) {
+	var op struct {
+		Op     string `json:"op"`
+		Offset int64  `json:"offset"`
+		Bytes  int64  `json:"bytes"`
+		Code   *int   `json:"code"`
+		Signal string `json:"signal"`
+	}
+	if json.Unmarshal(raw, &op) != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch op.Op {
+	case "sync":
+		t.offset = op.Offset
+	case "gap":
+		if t.offset >= 0 {
+			t.offset += op.Bytes
+		}
+	case "exit":
+		t.exit = &ExitInfo{Code: op.Code, Signal: op.Signal}
+	}
+}
+
+// Exit returns how the shell ended, once Read returned io.EOF.
+func (t *Terminal) Exit() (code *int, signal string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exit == nil {
+		return nil, "", false
+	}
+	return t.exit.Code, t.exit.Signal, true
+}
+
+// Write types p into the terminal.
+func (t *Terminal) Write(p []byte) (int, error) {
+	done := 0
+	for {
+		ch, err := t.channel(context.Background())
+		if err != nil {
+			return done, err
+		}
+		n, err := ch.Write(p[done:])
+		done += n
+		if err == nil {
+			return done, nil
+		}
+		if !lost(t.connOf(), err) {
+			return done, err
+		}
+		t.dropChannel(ch)
+	}
+}
+
+// Resize sets the terminal size (latest wins); it is re-applied after a
+// reconnect.
+func (t *Terminal) Resize(cols, rows int) error {
+	t.mu.Lock()
+	t.cols, t.rows = cols, rows
+	t.mu.Unlock()
+	ch, err := t.channel(context.Background())
+	if err != nil {
+		return err
+	}
+	return ch.SendCtrl(map[string]any{"op": "resize", "cols": cols, "rows": rows})
+}
+
+// Signal sends sig (e.g. "INT") to the terminal's foreground process group.
+func (t *Terminal) Signal(sig string) error {
+	ch, err := t.channel(context.Background())
+	if err != nil {
+		return err
+	}
+	return ch.SendCtrl(map[string]any{"op": "signal", "signal": sig})
+}
+
+// Close detaches; the terminal lives on in the daemon.
+func (t *Terminal) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	if t.ch != nil {
+		_ = t.ch.Close() // Best effort.
+		t.ch = nil
+	}
+	return nil
+}
+
+// Destroy kills the terminal and detaches.
+func (t *Terminal) Destroy(ctx context.Context) error {
+	err := t.c.DestroyTerminal(ctx, t.id)
+	_ = t.Close() // Best effort.
+	return err
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/muxd/muxd/internal/proc"
+	"github.com/muxd/muxd/mux"
+	"github.com/muxd/muxd/pty"
+)
+
+// decodeParams unmarshals RPC params into v. Absent params decode as {}.
+// Unknown fields are tolerated so newer clients work with older daemons.
+func decodeParams(params json.RawMessage, v any) error {
+	p := bytes.TrimSpace(params)
+	if len(p) == 0 || bytes.Equal(p, []byte("null")) {
+		p = []byte("{}")
+	}
+	if p[0] != '{' {
+		return mux.ErrInvalidParams("params must be an object")
+	}
+	if err := json.Unmarshal(p, v); err != nil {
+		return mux.ErrInvalidParams(err.Error())
+	}
+	return nil
+}
+
+// need returns invalid_params when a required string is empty.
+func need(name, v string) error {
+	if v == "" {
+		return mux.ErrInvalidParams(name + " is required")
+	}
+	return nil
+}
+
+// parseSignal accepts TERM, SIGTERM, 15; empty means def.
+func parseSignal(s string, def syscall.Signal) (syscall.Signal, error) {
+	if s == "" {
+		return def, nil
+	}
+	sig, err := proc.ParseSignal(s)
+	if err != nil {
+		return 0, mux.ErrInvalidParams(fmt.Sprintf("unknown signal %q (use a name like TERM, INT, KILL)", s))
+	}
+	return sig, nil
+}
+
+// msDuration converts a non-negative millisecond count, bounded to a day
+// so a typo cannot park a request forever.
+func msDuration(name string, ms *int64) (time.Duration, error) {
+	if ms == nil {
+		return 0, nil
+	}
+	if *ms < 0 || *ms > 24*3600*1000 {
+		return 0, mux.ErrInvalidParams(fmt.Sprintf("%s must be between 0 and 86400000", name))
+	}
+	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+// ptyError maps pty errors to wire codes.
+func ptyError(err error) error {
+	var code mux.Code
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pty.ErrNotFound):
+		code = mux.CodeNotFound
+	case errors.Is(err, pty.ErrExists):
+		code = mux.CodeAlreadyExists
+	case errors.Is(err, pty.ErrLimit):
+		code = mux.CodeLimitReached
+	case errors.Is(err, pty.ErrInvalidSize), errors.Is(err, pty.ErrInvalidID):
+		code = mux.CodeInvalidParams
+	case errors.Is(err, pty.ErrGone):
+		code = mux.CodeGone
+	case errors.Is(err, pty.ErrExited), errors.Is(err, pty.ErrDetached):
+		code = mux.CodeNotWritable
+	default:
+		code = mux.CodeInternal
+	}
+	return mux.NewError(code, "%s", err.Error())
+}
+
+// rfc3339ms formats t as RFC 3339 with milliseconds, in UTC.
+func rfc3339ms(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
