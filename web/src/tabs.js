@@ -1,0 +1,286 @@
+// tabs.js — terminal and log tabs: create, switch, rename, close, and
+// reattach after a reconnect. Keyboard: Alt+T new terminal, Alt+W close,
+// Alt+1…9 switch, F2 (or double-click) rename, arrows move along the bar.
+
+import { TerminalView } from './termview.js';
+import { LogView } from './logview.js';
+import { el, statusText } from './ui.js';
+
+/** isShortcut tells page shortcuts apart from keys meant for the shell. */
+export function isShortcut(ev) {
+  if (ev.type !== 'keydown' || !ev.altKey || ev.ctrlKey || ev.metaKey) return false;
+  return ev.code === 'KeyT' || ev.code === 'KeyW' || /^Digit[1-9]$/.test(ev.code);
+}
+
+/** Tabs owns the tab bar and the panes. */
+export class Tabs {
+  constructor({ client, bar, panes, empty }) {
+    this.client = client;
+    this.bar = bar;
+    this.panes = panes;
+    this.emptyEl = empty;
+    this.tabs = []; // {key, kind, view, tab, pane}
+    this.active = null;
+    this.counter = 0;
+    client.on('notify', (method, p) => {
+      if (method === 'terminal.created' && !this.#find(`t:${p.id}`)) {
+        this.#fetchTerminal(p.id);
+      }
+    });
+  }
+
+  /** sync reattaches every tab and adds terminals opened elsewhere. */
+  async sync(first) {
+    let list = [];
+    try {
+      ({ terminals: list = [] } = await this.client.call('terminal.list', {}));
+    } catch {
+      return; // disconnected again
+    }
+    for (const t of list) {
+      if (!this.#find(`t:${t.id}`) && !t.exited) this.#addTerminal(t, false);
+    }
+    await Promise.all(this.tabs.map((t) => t.view.attach()));
+    if (first && this.tabs.length === 0) await this.newTerminal();
+    else if (!this.active && this.tabs.length > 0) this.activate(this.tabs[0]);
+  }
+
+  async #fetchTerminal(id) {
+    try {
+      const { terminals } = await this.client.call('terminal.list', {});
+      const t = terminals.find((x) => x.id === id);
+      if (t && !this.#find(`t:${id}`)) {
+        const tab = this.#addTerminal(t, false);
+        await tab.view.attach();
+      }
+    } catch {
+      // The next handshake's sync picks it up.
+    }
+  }
+
+  /** newTerminal creates a terminal on the daemon and opens its tab. */
+  async newTerminal() {
+    const n = ++this.counter;
+    const params = { title: `shell ${n}` };
+    const size = this.#guessSize();
+    if (size) Object.assign(params, size);
+    try {
+      const t = await this.client.call('terminal.create', params);
+      let tab = this.#find(`t:${t.id}`);
+      if (!tab) tab = this.#addTerminal(t, true);
+      this.activate(tab);
+      await tab.view.attach();
+      tab.view.focus();
+      return tab;
+    } catch (err) {
+      this.#flash(`Could not create a terminal: ${err.message}`);
+      return null;
+    }
+  }
+
+  /** openLog opens (or focuses) the log tab of process p. */
+  openLog(p) {
+    let tab = this.#find(`p:${p.id}`);
+    if (!tab) {
+      const pane = el('div', { class: 'pane log', role: 'tabpanel' });
+      this.panes.append(pane);
+      const view = new LogView({ client: this.client, proc: { ...p }, pane, onChange: () => this.#label(tab) });
+      tab = this.#addTab(`p:${p.id}`, 'log', view, pane, p.command);
+      view.attach();
+    }
+    this.activate(tab);
+    tab.view.body.focus();
+  }
+
+  /** updateProcess passes a fresher Process record to its log tab. */
+  updateProcess(p) {
+    const tab = this.#find(`p:${p.id}`);
+    if (tab) {
+      tab.view.update(p);
+      this.#label(tab);
+    }
+  }
+
+  #addTerminal(t, focus) {
+    const pane = el('div', { class: 'pane term', role: 'tabpanel' });
+    this.panes.append(pane);
+    const tab = this.#addTab(`t:${t.id}`, 'term', null, pane, t.title || t.id);
+    tab.view = new TerminalView({ client: this.client, info: t, pane, onChange: () => this.#label(tab) });
+    tab.view.term.attachCustomKeyEventHandler((ev) => !isShortcut(ev));
+    if (focus || !this.active) this.activate(tab);
+    return tab;
+  }
+
+  #addTab(key, kind, view, pane, title) {
+    const label = el('span', { class: 'tab-label' }, title);
+    const close = el('span', { class: 'tab-close', role: 'button', 'aria-label': `Close ${title}`, title: kind === 'term' ? 'Close and end this terminal (Alt+W)' : 'Close this log (the process keeps running)' }, '×');
+    const btn = el('button', { type: 'button', class: `tab ${kind}`, role: 'tab', 'aria-selected': 'false', tabindex: '-1' }, label, close);
+    const tab = { key, kind, view, tab: btn, pane, label };
+    pane.hidden = true;
+    btn.addEventListener('click', (ev) => {
+      if (ev.target === close) this.close(tab);
+      else this.activate(tab);
+    });
+    btn.addEventListener('auxclick', (ev) => {
+      if (ev.button === 1) this.close(tab);
+    });
+    btn.addEventListener('dblclick', () => this.rename(tab));
+    btn.addEventListener('keydown', (ev) => this.#tabKey(ev, tab));
+    this.bar.append(btn);
+    this.tabs.push(tab);
+    this.emptyEl.hidden = true;
+    return tab;
+  }
+
+  #tabKey(ev, tab) {
+    const i = this.tabs.indexOf(tab);
+    let next = null;
+    if (ev.key === 'ArrowRight') next = this.tabs[(i + 1) % this.tabs.length];
+    else if (ev.key === 'ArrowLeft') next = this.tabs[(i - 1 + this.tabs.length) % this.tabs.length];
+    else if (ev.key === 'Home') next = this.tabs[0];
+    else if (ev.key === 'End') next = this.tabs[this.tabs.length - 1];
+    else if (ev.key === 'F2') {
+      ev.preventDefault();
+      this.rename(tab);
+    } else if (ev.key === 'Delete') this.close(tab);
+    if (next) {
+      ev.preventDefault();
+      this.activate(next, false);
+      next.tab.focus();
+    }
+  }
+
+  /** activate shows tab (and focuses its content unless told not to). */
+  activate(tab, focus = true) {
+    for (const t of this.tabs) {
+      const on = t === tab;
+      t.pane.hidden = !on;
+      t.tab.setAttribute('aria-selected', String(on));
+      t.tab.tabIndex = on ? 0 : -1;
+      t.tab.classList.toggle('active', on);
+    }
+    this.active = tab;
+    if (tab.kind === 'term') {
+      tab.view.refit();
+      if (focus) tab.view.focus();
+    }
+    tab.tab.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+  }
+
+  /** close ends a terminal (terminal.destroy) or detaches a log. */
+  async close(tab) {
+    if (tab.kind === 'term' && !tab.view.exited && !tab.view.gone) {
+      try {
+        await this.client.call('terminal.destroy', { id: tab.view.id });
+      } catch (err) {
+        if (err.reason !== 'not_found') {
+          this.#flash(`Could not close the terminal: ${err.message}`);
+          return;
+        }
+      }
+    }
+    const i = this.tabs.indexOf(tab);
+    if (i < 0) return;
+    this.tabs.splice(i, 1);
+    tab.view.dispose();
+    tab.tab.remove();
+    tab.pane.remove();
+    if (this.active === tab) {
+      this.active = null;
+      const next = this.tabs[Math.min(i, this.tabs.length - 1)];
+      if (next) this.activate(next);
+    }
+    this.emptyEl.hidden = this.tabs.length > 0;
+  }
+
+  /** rename edits a terminal's title in place (terminal.update). */
+  rename(tab) {
+    if (tab.kind !== 'term') return;
+    const input = el('input', { class: 'tab-edit', value: tab.label.textContent, 'aria-label': 'Terminal title' });
+    tab.label.replaceWith(input);
+    input.focus();
+    input.select();
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const title = input.value.trim();
+      input.replaceWith(tab.label);
+      if (save && title && title !== tab.label.textContent) {
+        const old = tab.label.textContent;
+        tab.label.textContent = title;
+        try {
+          await this.client.call('terminal.update', { id: tab.view.id, title });
+          tab.view.title = title;
+        } catch (err) {
+          tab.label.textContent = old;
+          this.#flash(`Could not rename: ${err.message}`);
+        }
+      }
+      tab.view.focus();
+    };
+    input.addEventListener('keydown', (ev) => {
+      ev.stopPropagation();
+      if (ev.key === 'Enter') finish(true);
+      if (ev.key === 'Escape') finish(false);
+    });
+    input.addEventListener('click', (ev) => ev.stopPropagation());
+    input.addEventListener('blur', () => finish(true));
+  }
+
+  /** onKey handles the page shortcuts (document keydown, capture phase). */
+  onKey(ev) {
+    if (!isShortcut(ev)) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    if (ev.code === 'KeyT') this.newTerminal();
+    else if (ev.code === 'KeyW' && this.active) this.close(this.active);
+    else {
+      const t = this.tabs[Number(ev.code.slice(5)) - 1];
+      if (t) this.activate(t);
+    }
+  }
+
+  /** refit resizes the visible terminal (after a layout change). */
+  refit() {
+    if (this.active?.kind === 'term') this.active.view.refit();
+  }
+
+  setTheme() {
+    for (const t of this.tabs) if (t.kind === 'term') t.view.setTheme();
+  }
+
+  #label(tab) {
+    if (!tab) return;
+    const v = tab.view;
+    let state = '';
+    if (tab.kind === 'term') {
+      if (v.gone) state = 'gone';
+      else if (v.exited) state = 'exited';
+      else if (!v.ch) state = 'detached';
+    } else {
+      state = v.proc.status === 'running' ? 'running' : 'ended';
+      tab.tab.title = `${v.proc.command} — ${statusText(v.proc)}`;
+    }
+    tab.tab.dataset.state = state;
+  }
+
+  #find(key) {
+    return this.tabs.find((t) => t.key === key) ?? null;
+  }
+
+  // guessSize estimates cols/rows for a new terminal from the pane size so
+  // the shell starts at the right width (the fit after attach corrects it).
+  #guessSize() {
+    const w = this.panes.clientWidth;
+    const h = this.panes.clientHeight;
+    if (!w || !h) return null;
+    return { cols: Math.max(20, Math.floor((w - 16) / 8.4)), rows: Math.max(5, Math.floor((h - 8) / 17)) };
+  }
+
+  #flash(msg) {
+    const n = el('div', { class: 'toast', role: 'alert' }, msg);
+    document.body.append(n);
+    setTimeout(() => n.remove(), 5000);
+  }
+}

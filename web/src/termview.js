@@ -1,0 +1,199 @@
+// termview.js — one muxd terminal drawn by xterm.js in a pane.
+//
+// Credit for terminal output is returned when xterm has processed the bytes
+// (term.write's callback), so a slow renderer slows the PTY: end-to-end
+// backpressure. While the page is hidden, credit is returned on receipt (a
+// background tab must not throttle a build) until HIDDEN_BACKLOG bytes wait
+// in xterm, which bounds memory; past that the server skips ahead with a gap.
+
+import { Terminal } from '@xterm/xterm';
+import { FitAddon } from '@xterm/addon-fit';
+import { WebLinksAddon } from '@xterm/addon-web-links';
+import { termTheme } from './theme.js';
+
+const WINDOW = 256 * 1024; // credit granted per terminal channel
+const HIDDEN_BACKLOG = 8 * 1024 * 1024; // unprocessed bytes allowed while hidden
+
+const dim = (s) => `\r\n\x1b[2m${s}\x1b[0m\r\n`;
+
+/**
+ * TerminalView attaches to terminal `info.id` over `client` and draws it in
+ * `pane`. Call attach() after each handshake; it resumes from the last byte
+ * drawn. Callbacks: onExit(view), onGone(view), onChange(view).
+ */
+export class TerminalView {
+  constructor({ client, info, pane, onChange = () => {} }) {
+    this.client = client;
+    this.id = info.id;
+    this.instance = info.instance;
+    this.title = info.title || info.id;
+    this.pane = pane;
+    this.onChange = onChange;
+    this.exited = !!info.exited;
+    this.gone = false;
+    this.ch = null;
+    this.offset = null; // next terminal output byte we expect; null before the first sync
+    this.replaying = false; // drawing retained output: input is ignored
+    this.backlog = 0; // bytes handed to xterm, not yet processed
+    this.size = null; // {cols, rows} last sent
+    this.attaching = null;
+
+    this.term = new Terminal({
+      fontFamily: 'ui-monospace, "Cascadia Mono", "DejaVu Sans Mono", Menlo, Consolas, monospace',
+      fontSize: 14,
+      cursorBlink: true,
+      scrollback: 10000,
+      allowProposedApi: false,
+      theme: termTheme(),
+    });
+    this.fit = new FitAddon();
+    this.term.loadAddon(this.fit);
+    this.term.loadAddon(new WebLinksAddon());
+    this.term.open(pane);
+    this.term.onData((s) => this.#input(s));
+    this.term.onBinary((s) => this.#input(Uint8Array.from(s, (c) => c.charCodeAt(0) & 0xff)));
+    this.term.onResize(({ cols, rows }) => this.#sendSize(cols, rows));
+    this.resizeObs = new ResizeObserver(() => this.refit());
+    this.resizeObs.observe(pane);
+  }
+
+  /** setTheme follows the system colour scheme. */
+  setTheme() {
+    this.term.options.theme = termTheme();
+  }
+
+  /** focus puts the keyboard in this terminal. */
+  focus() {
+    this.term.focus();
+  }
+
+  /** refit sizes the terminal to its pane (when the pane is shown). */
+  refit() {
+    if (this.pane.offsetParent === null || this.pane.clientWidth === 0) return; // hidden
+    cancelAnimationFrame(this.fitFrame);
+    this.fitFrame = requestAnimationFrame(() => {
+      try {
+        this.fit.fit();
+      } catch {
+        // Not measurable yet (no renderer): the next resize refits.
+      }
+      this.#sendSize(this.term.cols, this.term.rows);
+    });
+  }
+
+  /** attach opens (or reopens) the terminal channel. */
+  async attach() {
+    if (this.gone || this.attaching) return this.attaching;
+    this.attaching = this.#attach().finally(() => (this.attaching = null));
+    return this.attaching;
+  }
+
+  async #attach() {
+    const params = { id: this.id };
+    if (this.instance) params.instance = this.instance;
+    if (this.offset !== null) params.from = this.offset;
+    this.replaying = true;
+    this.synced = false;
+    this.size = null;
+    let ch;
+    try {
+      ch = await this.client.open('terminal', params, {
+        onData: (b, c) => this.#data(c, b),
+        onCtrl: (op, c) => this.#ctrl(c, op),
+        onEof: (c) => c.close(),
+        onClose: (info, c) => this.#closed(c, info),
+      }, { window: WINDOW });
+    } catch (err) {
+      this.replaying = false;
+      if (err.reason === 'gone' || err.reason === 'not_found') {
+        this.#markGone(err.reason === 'gone' ? 'replaced by a new terminal' : 'no longer exists');
+      }
+      return;
+    }
+    this.ch = ch;
+    this.instance = ch.meta.instance || this.instance;
+    if (this.offset === null) this.offset = ch.meta.first ?? 0;
+    // A resize is not remembered across reconnects by every server path:
+    // always send ours right away.
+    if (this.pane.clientWidth > 0) this.#sendSize(this.term.cols, this.term.rows);
+    this.refit();
+    this.onChange(this);
+  }
+
+  #data(ch, bytes) {
+    const n = bytes.length;
+    if (this.offset !== null) this.offset += n;
+    this.backlog += n;
+    if (typeof document !== 'undefined' && document.hidden && this.backlog < HIDDEN_BACKLOG) {
+      ch.consume(n);
+      this.term.write(bytes, () => (this.backlog -= n));
+    } else {
+      this.term.write(bytes, () => {
+        this.backlog -= n;
+        ch.consume(n);
+      });
+    }
+  }
+
+  #ctrl(ch, op) {
+    switch (op.op) {
+      case 'sync':
+        // The next byte is output byte op.offset; replay is over once
+        // xterm has drawn (and possibly "answered") what came before.
+        this.offset = op.offset;
+        this.term.write('', () => {
+          if (this.ch === ch || this.ch === null) this.replaying = false;
+        });
+        break;
+      case 'gap':
+        this.term.write(dim(`[… ${op.bytes} bytes of output were not kept …]`));
+        break;
+      case 'exit':
+        this.exited = true;
+        this.exitCode = op.code;
+        this.exitSignal = op.signal;
+        this.term.write(dim(op.signal ? `[terminal ended by signal ${op.signal}]` : `[terminal exited with code ${op.code}]`));
+        this.onChange(this);
+        break;
+    }
+  }
+
+  #closed(ch, info) {
+    if (this.ch === ch) this.ch = null;
+    this.replaying = false;
+    this.onChange(this);
+  }
+
+  #markGone(why) {
+    this.gone = true;
+    this.term.write(dim(`[terminal ${why}]`));
+    this.onChange(this);
+  }
+
+  #input(data) {
+    // Replayed queries (DA, DSR, OSC colour) make xterm answer; those answers
+    // must not be typed into the shell.
+    if (this.replaying || !this.ch || this.exited) return;
+    this.ch.write(data);
+  }
+
+  #sendSize(cols, rows) {
+    if (!this.ch || !cols || !rows) return;
+    if (this.size && this.size.cols === cols && this.size.rows === rows) return;
+    this.size = { cols, rows };
+    this.ch.ctrl({ op: 'resize', cols, rows });
+  }
+
+  /** detach closes the channel but keeps the terminal running. */
+  detach() {
+    this.ch?.close();
+    this.ch = null;
+  }
+
+  /** dispose detaches and frees xterm. */
+  dispose() {
+    this.detach();
+    this.resizeObs.disconnect();
+    this.term.dispose();
+  }
+}
