@@ -87,6 +87,13 @@ func (a *Attachment) Terminal() *Terminal { return a.t }
 // not be empty). It blocks until there is one or ctx ends; after
 // EventExit it returns io.EOF, and after Detach ErrDetached.
 func (a *Attachment) Next(ctx context.Context, buf []byte) (Event, error) {
+	t := a.t
+	t.mu.Lock()
+	detached := a.detached
+	t.mu.Unlock()
+	if detached {
+		return Event{}, ErrDetached
+	}
 	if a.gap > 0 {
 		g := a.gap
 		a.gap = 0
@@ -102,7 +109,6 @@ func (a *Attachment) Next(ctx context.Context, buf []byte) (Event, error) {
 		a.replay = nil
 		return Event{Kind: EventSync, Offset: a.syncAt}, nil
 	}
-	t := a.t
 	for {
 		t.mu.Lock()
 		if a.detached {

@@ -1,0 +1,59 @@
+package pty
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestRingKeepsLastBytesWithAbsoluteOffsets(t *testing.T) {
+	tests := []struct {
+		name       string
+		size       int
+		writes     []string
+		first, end int64
+		from       int64
+		want       string
+	}{
+		{"empty", 8, nil, 0, 0, 0, ""},
+		{"partial", 8, []string{"abc"}, 0, 3, 0, "abc"},
+		{"exactly full", 4, []string{"ab", "cd"}, 0, 4, 1, "bcd"},
+		{"wraps", 4, []string{"abc", "def"}, 2, 6, 2, "cdef"},
+		{"write larger than ring", 4, []string{"0123456789"}, 6, 10, 7, "789"},
+		{"before first reads nothing", 4, []string{"abcdef"}, 2, 6, 1, ""},
+		{"at end reads nothing", 4, []string{"abcdef"}, 2, 6, 6, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRing(tc.size)
+			for _, w := range tc.writes {
+				r.write([]byte(w))
+			}
+			if r.first() != tc.first || r.end != tc.end {
+				t.Fatalf("got first %d end %d, want %d %d", r.first(), r.end, tc.first, tc.end)
+			}
+			dst := make([]byte, 16)
+			n := r.read(tc.from, dst)
+			if got := string(dst[:n]); got != tc.want {
+				t.Fatalf("read(%d) = %q, want %q", tc.from, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRingReadRespectsDestinationSize(t *testing.T) {
+	r := newRing(8)
+	r.write([]byte("abcdefghij")) // first 2, wraps
+	dst := make([]byte, 3)
+	var got bytes.Buffer
+	for off := r.first(); off < r.end; {
+		n := r.read(off, dst)
+		if n == 0 {
+			t.Fatalf("read at %d returned nothing", off)
+		}
+		got.Write(dst[:n])
+		off += int64(n)
+	}
+	if got.String() != "cdefghij" {
+		t.Fatalf("got %q, want %q", got.String(), "cdefghij")
+	}
+}
