@@ -146,6 +146,14 @@ func (p *Process) Output(ctx context.Context, fn func(stream string, data []byte
 	return drain(ctx, f, fn)
 }
 
+// OutputSoFar is Output without following: it returns at the output's
+// current end, even while the process runs.
+func (p *Process) OutputSoFar(ctx context.Context, fn func(stream string, data []byte)) error {
+	f := newFollower(p.c, p.info.ID, p.info.Instance, false)
+	defer f.close()
+	return drain(ctx, f, fn)
+}
+
 func drain(ctx context.Context, f *follower, fn func(stream string, data []byte)) error {
 	for {
 		s, data, err := f.next(ctx)

@@ -1,16 +1,101 @@
+//go:build muxd_exec
+
 package server
 
-import "context"
+import (
+	"context"
+	"errors"
 
-// execEngine adapts exec/ to the RPC methods. Placeholder until exec/ lands.
-type execEngine struct{}
+	"github.com/muxd/muxd/exec"
+	"github.com/muxd/muxd/mux"
+)
 
-func newExecEngine(s *Server, n *notifier) (execEngine, error) { return execEngine{}, nil }
+// execEngine wraps exec/'s engine and forwards its lifecycle events as
+// notifications and log lines.
+type execEngine struct {
+	e     *exec.Engine
+	unsub func()
+}
 
-func (execEngine) close(ctx context.Context) error { return nil }
+func newExecEngine(s *Server, n *notifier) (execEngine, error) {
+	e, err := exec.New(exec.Config{
+		DataDir:            s.dataDirFor("exec"),
+		MaxSessions:        s.cfg.MaxSessions,
+		MaxProcesses:       s.cfg.MaxProcesses,
+		RetainCount:        s.cfg.RetainCount,
+		RetainBytes:        s.cfg.RetainBytes,
+		DefaultOutputLimit: s.cfg.OutputLimit,
+	})
+	if err != nil {
+		return execEngine{}, err
+	}
+	unsub := e.Subscribe(func(ev exec.Event) {
+		p := ev.Process
+		switch ev.Kind {
+		case "process.started":
+			s.log.Info("process started", "id", p.ID, "pid", p.Pid, "session", p.SessionID)
+			n.send("process.started", toWire(p))
+		case "process.exited":
+			s.log.Info("process exited", "id", p.ID, "status", p.Status, "exitCode", p.ExitCode, "signal", p.Signal)
+			n.send("process.exited", map[string]any{"id": p.ID, "status": p.Status, "exitCode": p.ExitCode,
+				"signal": nullString(p.Signal)})
+		}
+	})
+	return execEngine{e: e, unsub: unsub}, nil
+}
 
-func (b *backend) registerExec() {}
+func (x execEngine) close(ctx context.Context) error {
+	x.unsub()
+	return x.e.Close(ctx)
+}
 
-func (b *backend) sessionState(id string) (cwd string, env []string, err error) {
-	return "", nil, nil
+func (b *backend) registerExec() {
+	rt := b.router
+	rt.HandleLong("exec", nil, b.exec)
+	rt.Handle("session.create", b.sessionCreate)
+	rt.Handle("session.list", b.sessionList)
+	rt.Handle("session.interrupt", b.sessionInterrupt)
+	rt.Handle("session.delete", b.sessionDelete)
+	rt.HandleLong("process.start", startIsLong, b.processStart)
+	rt.Handle("process.get", b.processGet)
+	rt.Handle("process.list", b.processList)
+	rt.Handle("process.read", b.processRead)
+	rt.HandleLong("process.wait", nil, b.processWait)
+	rt.Handle("process.kill", b.processKill)
+	rt.HandleLong("process.waitForLog", nil, b.processWaitForLog)
+	rt.HandleLong("process.waitForPort", nil, b.processWaitForPort)
+	rt.Handle("process.remove", b.processRemove)
+	rt.HandleOpen("process", b.openProcess)
+}
+
+// execError maps exec errors to wire codes.
+func execError(err error) error {
+	var me *mux.Error
+	if errors.As(err, &me) {
+		return me
+	}
+	var code mux.Code
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		code = mux.CodeNotFound
+	case errors.Is(err, exec.ErrAlreadyExists):
+		code = mux.CodeAlreadyExists
+	case errors.Is(err, exec.ErrSessionDead):
+		code = mux.CodeSessionDead
+	case errors.Is(err, exec.ErrLimit):
+		code = mux.CodeLimitReached
+	case errors.Is(err, exec.ErrInvalid):
+		code = mux.CodeInvalidParams
+	case errors.Is(err, exec.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		code = mux.CodeTimeout
+	case errors.Is(err, exec.ErrNotWritable):
+		code = mux.CodeNotWritable
+	case errors.Is(err, exec.ErrBusy):
+		code = mux.CodeBusy
+	case errors.Is(err, context.Canceled):
+		code = mux.CodeCancelled
+	default:
+		code = mux.CodeInternal
+	}
+	return mux.NewError(code, "%s", err.Error())
 }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/muxd/muxd/client"
+)
+
+const attachUsage = `Usage: muxd attach [flags] [ID]
+
+Attaches this terminal to a muxd terminal (a new one when no ID is
+given): keys go to it, its output comes here, the size follows this
+window. Detach with Ctrl-] (the terminal keeps running; attach again
+later). Exits with the shell's exit code when it ends.
+
+Flags:
+`
+
+const detachKey = 0x1d // Ctrl-]
+
+func runAttach(args []string, stdout, stderr io.Writer) int {
+	var o clientOpts
+	fs := flag.NewFlagSet("muxd attach", flag.ContinueOnError)
+	addClientFlags(fs, &o)
+	readOnly := fs.Bool("read-only", false, "watch without typing")
+	shell := fs.String("shell", "", "shell for a new terminal")
+	if ok, code := parseClientFlags(fs, args, attachUsage, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprint(stderr, "muxd attach: give at most one terminal ID\n")
+		return 2
+	}
+	in := os.Stdin
+	cols, rows := termSize(in)
+	isTTY := cols > 0
+	if !isTTY {
+		cols, rows = 80, 24
+	}
+	c, ok := connect(&o, stderr, "attach")
+	if !ok {
+		return 1
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	var t *client.Terminal
+	var err error
+	if fs.NArg() == 1 {
+		t, err = c.AttachTerminal(ctx, fs.Arg(0), client.AttachOptions{ReadOnly: *readOnly})
+	} else {
+		t, err = c.CreateTerminal(ctx, client.TerminalOptions{Cols: cols, Rows: rows, Shell: *shell})
+	}
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd attach: %v (see muxd ps for terminal ids)\n", err)
+		return 1
+	}
+	defer t.Close()
+	if isTTY {
+		restore, err := makeRaw(in)
+		if err != nil {
+			fmt.Fprintf(stderr, "muxd attach: %v\n", err)
+			return 1
+		}
+		defer restore()
+		if !*readOnly {
+			_ = t.Resize(cols, rows) // Best effort: follow this window from the start.
+		}
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			if c, r := termSize(in); c > 0 && !*readOnly {
+				_ = t.Resize(c, r) // Best effort.
+			}
+		}
+	}()
+
+	detached := make(chan struct{})
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := in.Read(buf)
+			if n > 0 {
+				if i := bytes.IndexByte(buf[:n], detachKey); i >= 0 {
+					if !*readOnly && i > 0 {
+						_, _ = t.Write(buf[:i]) // Best effort.
+					}
+					close(detached)
+					return
+				}
+				if !*readOnly {
+					if _, err := t.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	out := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(stdout, t)
+		out <- err
+	}()
+	select {
+	case <-detached:
+		fmt.Fprintf(stderr, "\r\n[detached from %s; muxd attach %s to return]\r\n", t.ID(), t.ID())
+		return 0
+	case err := <-out:
+		if err != nil {
+			fmt.Fprintf(stderr, "\r\nmuxd attach: %v\r\n", err)
+			return 1
+		}
+	}
+	code, sig, _ := t.Exit()
+	return exitCode(code, sig, false)
+}
+
+// termSize returns f's window size, or 0, 0 when f is not a terminal.
+func termSize(f *os.File) (cols, rows int) {
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0, 0
+	}
+	return int(ws.Col), int(ws.Row)
+}
+
+// makeRaw puts the terminal in raw mode (as cfmakeraw) and returns the
+// function that restores it.
+func makeRaw(f *os.File) (func(), error) {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, fmt.Errorf("raw mode: %w", err)
+	}
+	raw := *old
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Oflag &^= unix.OPOST
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN] = 1
+	raw.Cc[unix.VTIME] = 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &raw); err != nil {
+		return nil, fmt.Errorf("raw mode: %w", err)
+	}
+	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil // Best effort.
+}

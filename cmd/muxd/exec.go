@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/muxd/muxd/client"
+)
+
+const execUsage = `Usage: muxd exec [flags] -- COMMAND [ARGS...]
+
+Runs COMMAND with bash on the daemon (in a fresh shell, or in --session's
+shell), streams its stdout and stderr live, and exits with its exit code
+(128+N when killed by signal N, 124 on --timeout). One argument is run as
+shell text ("cd /x && make"); several are quoted and joined.
+
+Flags:
+`
+
+type envList map[string]*string
+
+func (e envList) String() string { return "" }
+func (e envList) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", v)
+	}
+	e[k] = &val
+	return nil
+}
+
+func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var o clientOpts
+	fs := flag.NewFlagSet("muxd exec", flag.ContinueOnError)
+	addClientFlags(fs, &o)
+	session := fs.String("session", "", "run in this session's shell (its cwd, exports and functions persist)")
+	cwd := fs.String("cwd", "", "working `dir`")
+	timeout := fs.Duration("timeout", 0, "kill the command after this `duration` (0 = none)")
+	withStdin := fs.Bool("stdin", false, "send this command's stdin to the command (read to EOF first)")
+	env := envList{}
+	fs.Var(env, "env", "set `NAME=VALUE` (repeatable)")
+	if ok, code := parseClientFlags(fs, args, execUsage, stderr); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, "muxd exec: no command given (muxd exec -- echo hi)\n")
+		return 2
+	}
+	command := fs.Arg(0)
+	if fs.NArg() > 1 {
+		command = shellJoin(fs.Args())
+	}
+	opts := client.ExecOptions{SessionID: *session, Cwd: *cwd, Timeout: *timeout}
+	if len(env) > 0 {
+		opts.Env = env
+	}
+	if *withStdin {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "muxd exec: reading stdin: %v\n", err)
+			return 1
+		}
+		opts.Stdin = b
+	}
+	c, ok := connect(&o, stderr, "exec")
+	if !ok {
+		return 1
+	}
+	defer c.Close()
+
+	// Ctrl-C cancels the request, which kills the command.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	streamed := false
+	opts.OnOutput = func(stream string, data []byte) {
+		streamed = true
+		if stream == "stderr" {
+			_, _ = stderr.Write(data) // Best effort: a closed pipe stops nothing.
+		} else {
+			_, _ = stdout.Write(data) // Best effort.
+		}
+	}
+	res, err := c.Exec(ctx, command, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "muxd exec: interrupted; the command was killed")
+			return 130
+		}
+		fmt.Fprintf(stderr, "muxd exec: %v\n", err)
+		return 1
+	}
+	if !streamed {
+		_, _ = stdout.Write(res.Stdout) // Best effort.
+		_, _ = stderr.Write(res.Stderr) // Best effort.
+	}
+	return exitCode(res.ExitCode, res.Signal, res.TimedOut)
+}
+
+// exitCode maps a result to a shell-style exit status.
+func exitCode(code *int, sig string, timedOut bool) int {
+	switch {
+	case timedOut:
+		return 124
+	case code != nil:
+		return *code
+	case sig != "":
+		if n, err := parseSignalNumber(sig); err == nil {
+			return 128 + n
+		}
+	}
+	return 1
+}
+
+// shellJoin quotes each argument for bash.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' ||
+				r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
+)
+
+const killUsage = `Usage: muxd kill [flags] ID
+
+Kills a process's whole tree (TERM, then KILL after --grace), or
+destroys the terminal with that ID.
+
+Flags:
+`
+
+func runKill(args []string, stdout, stderr io.Writer) int {
+	var o clientOpts
+	fs := flag.NewFlagSet("muxd kill", flag.ContinueOnError)
+	addClientFlags(fs, &o)
+	sig := fs.String("signal", "TERM", "`signal` to send first (TERM, INT, KILL, ...)")
+	grace := fs.Duration("grace", 2*time.Second, "wait this `duration` before KILL")
+	if ok, code := parseClientFlags(fs, args, killUsage, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, "muxd kill: give one process or terminal ID (see muxd ps)\n")
+		return 2
+	}
+	c, ok := connect(&o, stderr, "kill")
+	if !ok {
+		return 1
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *grace+10*time.Second)
+	defer cancel()
+	id := fs.Arg(0)
+	p, err := c.Process(ctx, id)
+	if err == nil {
+		err = p.Kill(ctx, *sig, *grace)
+	} else if client.IsCode(err, mux.CodeNotFound) {
+		err = c.DestroyTerminal(ctx, id)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd kill: %s: %v (see muxd ps for ids)\n", id, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const logsUsage = `Usage: muxd logs [-f] [flags] ID
+
+Prints a process's retained stdout (to stdout) and stderr (to stderr).
+With -f, keeps following until the process ends.
+
+Flags:
+`
+
+func runLogs(args []string, stdout, stderr io.Writer) int {
+	var o clientOpts
+	fs := flag.NewFlagSet("muxd logs", flag.ContinueOnError)
+	addClientFlags(fs, &o)
+	follow := fs.Bool("f", false, "follow the output until the process ends")
+	if ok, code := parseClientFlags(fs, args, logsUsage, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, "muxd logs: give one process ID (see muxd ps)\n")
+		return 2
+	}
+	c, ok := connect(&o, stderr, "logs")
+	if !ok {
+		return 1
+	}
+	defer c.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p, err := c.Process(ctx, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd logs: %v (see muxd ps for ids)\n", err)
+		return 1
+	}
+	write := func(stream string, data []byte) {
+		if stream == "stderr" {
+			_, _ = stderr.Write(data) // Best effort.
+		} else {
+			_, _ = stdout.Write(data) // Best effort.
+		}
+	}
+	if *follow {
+		err = p.Output(ctx, write)
+	} else {
+		err = p.OutputSoFar(ctx, write)
+	}
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "muxd logs: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/muxd/muxd/internal/proc"
+)
+
+const psUsage = `Usage: muxd ps [flags]
+
+Lists processes (process.start), terminals and sessions.
+
+Flags:
+`
+
+func runPs(args []string, stdout, stderr io.Writer) int {
+	var o clientOpts
+	fs := flag.NewFlagSet("muxd ps", flag.ContinueOnError)
+	addClientFlags(fs, &o)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if ok, code := parseClientFlags(fs, args, psUsage, stderr); !ok {
+		return code
+	}
+	c, ok := connect(&o, stderr, "ps")
+	if !ok {
+		return 1
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	procs, err := c.ListProcesses(ctx, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
+		return 1
+	}
+	terms, err := c.ListTerminals(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
+		return 1
+	}
+	sessions, err := c.ListSessions(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"processes": procs, "terminals": terms, "sessions": sessions}) // Best effort.
+		return 0
+	}
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KIND\tID\tSTATUS\tPID\tEXIT\tCOMMAND/TITLE")
+	for _, p := range procs {
+		fmt.Fprintf(w, "process\t%s\t%s\t%d\t%s\t%s\n", p.ID, p.Status, p.Pid, exitText(p.ExitCode, p.Signal), oneLine(p.Command))
+	}
+	for _, t := range terms {
+		status := "running"
+		if t.Exited {
+			status = "exited"
+		}
+		fmt.Fprintf(w, "terminal\t%s\t%s\t%d\t%s\t%s\n", t.ID, status, t.Pid, exitText(t.ExitCode, t.Signal), t.Title)
+	}
+	for _, s := range sessions {
+		status := "idle"
+		switch {
+		case !s.Alive:
+			status = "dead"
+		case s.Busy:
+			status = "busy"
+		}
+		fmt.Fprintf(w, "session\t%s\t%s\t-\t-\t%s\n", s.ID, status, s.Cwd)
+	}
+	_ = w.Flush() // Best effort.
+	return 0
+}
+
+func exitText(code *int, sig string) string {
+	switch {
+	case sig != "":
+		return "SIG" + sig
+	case code != nil:
+		return fmt.Sprint(*code)
+	}
+	return "-"
+}
+
+func oneLine(s string) string {
+	const max = 60
+	for i, r := range s {
+		if r == '\n' {
+			s = s[:i] + "…"
+			break
+		}
+	}
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+func parseSignalNumber(name string) (int, error) {
+	sig, err := proc.ParseSignal(name)
+	return int(sig), err
+}

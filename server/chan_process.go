@@ -1,0 +1,218 @@
+//go:build muxd_exec
+
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/muxd/muxd/exec"
+	"github.com/muxd/muxd/mux"
+)
+
+// The process channel kind: a process's two output streams, each from an
+// offset, with the stream byte on every DATA payload; stdin from client
+// DATA and EOF; signals from client CTRL.
+
+type processOpenParams struct {
+	ID       string `json:"id"`
+	Instance string `json:"instance"`
+	Stdout   int64  `json:"stdout"`
+	Stderr   int64  `json:"stderr"`
+	Follow   *bool  `json:"follow"`
+}
+
+type streamRange struct {
+	First int64 `json:"first"`
+	End   int64 `json:"end"`
+}
+
+type processOpenMeta struct {
+	Instance string      `json:"instance"`
+	Stdout   streamRange `json:"stdout"`
+	Stderr   streamRange `json:"stderr"`
+}
+
+func (b *backend) openProcess(ctx context.Context, ch *mux.Channel, params json.RawMessage) (any, error) {
+	var p processOpenParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	if err := need("id", p.ID); err != nil {
+		return nil, err
+	}
+	if p.Stdout < 0 || p.Stderr < 0 {
+		return nil, mux.ErrInvalidParams("offsets must be ≥ 0")
+	}
+	e := b.engine.e
+	info, err := e.GetProcess(p.ID)
+	if err != nil {
+		return nil, execError(err)
+	}
+	if p.Instance != "" && p.Instance != info.Instance {
+		return nil, mux.NewError(mux.CodeGone, "process %s was replaced (instance %s)", p.ID, info.Instance)
+	}
+	follow := p.Follow == nil || *p.Follow
+	var meta processOpenMeta
+	meta.Instance = info.Instance
+	readers := make([]*streamPump, 0, 2)
+	for _, s := range []struct {
+		stream exec.Stream
+		from   int64
+		rng    *streamRange
+	}{{exec.Stdout, p.Stdout, &meta.Stdout}, {exec.Stderr, p.Stderr, &meta.Stderr}} {
+		_, first, end, err := e.ReadOutput(p.ID, s.stream, 0, 0)
+		if err != nil {
+			closePumps(readers)
+			return nil, execError(err)
+		}
+		*s.rng = streamRange{First: first, End: end}
+		r, err := e.OpenOutput(p.ID, s.stream, s.from)
+		if err != nil {
+			closePumps(readers)
+			return nil, execError(err)
+		}
+		sp := &streamPump{r: r, stream: s.stream, limit: -1}
+		if !follow {
+			sp.limit = max(end-max(s.from, first), 0)
+		}
+		readers = append(readers, sp)
+	}
+	ch.SetClass(mux.ClassProcess)
+	stdin := e.HasStdin(p.ID)
+	ch.SetInputEnabled(stdin)
+	ch.OnCtrl(func(op json.RawMessage) { b.processCtrl(p.ID, op) })
+	go b.pumpProcessOut(ctx, ch, p.ID, readers, follow)
+	go b.pumpProcessIn(ch, p.ID, stdin)
+	return meta, nil
+}
+
+// streamPump reads one stream of a process for a channel.
+type streamPump struct {
+	r      *exec.OutputReader
+	stream exec.Stream
+	limit  int64 // bytes left to send with follow:false; -1 = until the end
+}
+
+func closePumps(ps []*streamPump) {
+	for _, p := range ps {
+		_ = p.r.Close() // Best effort.
+	}
+}
+
+// processCtrl applies a client CTRL: signal.
+func (b *backend) processCtrl(id string, raw json.RawMessage) {
+	var op ctrlOp
+	if json.Unmarshal(raw, &op) != nil || op.Op != "signal" {
+		return
+	}
+	if sig, err := parseSignal(op.Signal, 0); err == nil && sig != 0 {
+		_ = b.engine.e.SignalProcess(id, sig) // Best effort: the process may have ended.
+	}
+}
+
+// pumpProcessOut sends both streams until each ends, then the exit CTRL
+// and EOF (follow), or just EOF at the current end (follow:false).
+func (b *backend) pumpProcessOut(ctx context.Context, ch *mux.Channel, id string, ps []*streamPump, follow bool) {
+	stop := context.AfterFunc(ctx, func() { closePumps(ps) })
+	defer stop()
+	defer closePumps(ps)
+	frame := b.muxCfg.MaxFrame - 1 // one byte for the stream
+	var wg sync.WaitGroup
+	var failed sync.Once
+	ok := true
+	for _, sp := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.pumpStream(ctx, ch, sp, frame); err != nil {
+				failed.Do(func() { ok = false })
+			}
+		}()
+	}
+	wg.Wait()
+	if !ok || ctx.Err() != nil {
+		return
+	}
+	if follow {
+		info, err := b.engine.e.GetProcess(id)
+		if err != nil {
+			_ = ch.CloseWithError(execError(err).(*mux.Error)) // Best effort.
+			return
+		}
+		if err := ch.SendCtrl(map[string]any{"op": "exit", "status": info.Status, "code": info.ExitCode,
+			"signal": nullString(info.Signal), "stdoutBytes": info.StdoutBytes, "stderrBytes": info.StderrBytes}); err != nil {
+			return
+		}
+	}
+	_ = ch.CloseWrite() // Best effort: the client may have gone.
+}
+
+// pumpStream copies one stream to the channel; a gap becomes a CTRL.
+func (b *backend) pumpStream(ctx context.Context, ch *mux.Channel, sp *streamPump, frame int) error {
+	buf := make([]byte, frame)
+	name := streamName(sp.stream)
+	for sp.limit != 0 {
+		p := buf
+		if sp.limit > 0 && int64(len(p)) > sp.limit {
+			p = p[:sp.limit]
+		}
+		n, err := sp.r.Read(p)
+		if n > 0 {
+			if _, werr := ch.WriteStream(ctx, byte(sp.stream), p[:n]); werr != nil {
+				return werr
+			}
+			if sp.limit > 0 {
+				sp.limit -= int64(n)
+			}
+		}
+		var gap *exec.GapError
+		switch {
+		case err == nil:
+		case errors.As(err, &gap):
+			if cerr := ch.SendCtrl(map[string]any{"op": "gap", "stream": name, "bytes": gap.Bytes}); cerr != nil {
+				return cerr
+			}
+			if sp.limit > 0 {
+				sp.limit = max(sp.limit-gap.Bytes, 0)
+			}
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// pumpProcessIn writes client DATA to stdin, returning credit once the
+// write returned; client EOF closes stdin.
+func (b *backend) pumpProcessIn(ch *mux.Channel, id string, stdin bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := ch.ReadNoCredit(buf)
+		if n > 0 {
+			if !stdin {
+				_ = ch.CloseWithError(mux.NewError(mux.CodeNotWritable, "process %s was not started with stdin:true", id))
+				return
+			}
+			if _, werr := b.engine.e.WriteStdin(id, buf[:n]); werr != nil {
+				_ = ch.CloseWithError(mux.NewError(mux.CodeNotWritable, "stdin of %s: %v", id, werr))
+				return
+			}
+			ch.Consumed(n)
+		}
+		if errors.Is(err, io.EOF) {
+			if stdin {
+				_ = b.engine.e.CloseStdin(id) // Best effort: it may have ended.
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,186 @@
+//go:build muxd_exec
+
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/muxd/muxd/exec"
+	"github.com/muxd/muxd/mux"
+)
+
+// exec: one command, stateless or in a session; its result in one answer.
+
+const (
+	defaultMaxOutput = 256 << 10 // 256 KiB per stream
+	maxMaxOutput     = 512 << 10 // 512 KiB per stream: bigger output is read by id
+	// responseOverhead leaves room for the JSON around exec's output.
+	responseOverhead = 4 << 10
+)
+
+type execParams struct {
+	Command       string             `json:"command"`
+	ID            string             `json:"id"`
+	Cwd           string             `json:"cwd"`
+	Env           map[string]*string `json:"env"`
+	TimeoutMs     *int64             `json:"timeoutMs"`
+	Stdin         *string            `json:"stdin"`
+	StdinEncoding string             `json:"stdinEncoding"`
+	SessionID     string             `json:"sessionId"`
+	Encoding      string             `json:"encoding"`
+	MaxOutput     *int               `json:"maxOutput"`
+}
+
+type execResult struct {
+	ID              string  `json:"id"`
+	ExitCode        *int    `json:"exitCode"`
+	Signal          *string `json:"signal"`
+	TimedOut        bool    `json:"timedOut"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	Encoding        string  `json:"encoding"`
+	StdoutTruncated bool    `json:"stdoutTruncated"`
+	StderrTruncated bool    `json:"stderrTruncated"`
+	DurationMs      int64   `json:"durationMs"`
+}
+
+func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
+	var p execParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	if err := need("command", p.Command); err != nil {
+		return nil, err
+	}
+	enc, err := encodingParam("encoding", p.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	req := exec.ExecRequest{ID: p.ID, Command: p.Command, Cwd: p.Cwd, SessionID: p.SessionID, Env: p.Env,
+		MaxOutput: defaultMaxOutput}
+	if req.Timeout, err = msDuration("timeoutMs", p.TimeoutMs); err != nil {
+		return nil, err
+	}
+	if p.MaxOutput != nil {
+		if *p.MaxOutput < 0 || *p.MaxOutput > maxMaxOutput {
+			return nil, mux.ErrInvalidParams(fmt.Sprintf("maxOutput must be between 0 and %d; read longer output with process.read", maxMaxOutput))
+		}
+		req.MaxOutput = *p.MaxOutput
+	}
+	if p.Stdin != nil {
+		if req.Stdin, err = decodeText("stdin", *p.Stdin, p.StdinEncoding); err != nil {
+			return nil, err
+		}
+	}
+	res, err := b.engine.e.Exec(detachOnDrop(ctx, c), req)
+	if err != nil {
+		return nil, execError(err)
+	}
+	return b.execResult(res, enc), nil
+}
+
+// detachOnDrop returns a context cancelled by rpc.cancel but not by the
+// connection ending: a dropped socket lets the command finish, and its
+// result stays readable by id.
+func detachOnDrop(ctx context.Context, c *mux.Conn) context.Context {
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	context.AfterFunc(ctx, func() {
+		if c.Context().Err() == nil {
+			cancel() // rpc.cancel: kill the command
+		}
+	})
+	return run
+}
+
+// execResult encodes output, cutting it further when the response would
+// exceed maxRpcResponse (and flagging it truncated).
+func (b *backend) execResult(r exec.ExecResult, enc string) execResult {
+	out, errb := r.Stdout, r.Stderr
+	outCut, errCut := r.StdoutTruncated, r.StderrTruncated
+	budget := b.s.cfg.MaxRPCResponse - responseOverhead
+	size := func(n int) int {
+		if enc == "base64" {
+			return base64.StdEncoding.EncodedLen(n)
+		}
+		return n * 3 // worst case: every byte becomes U+FFFD or an escape
+	}
+	for size(len(out))+size(len(errb)) > budget && budget > 0 {
+		if len(out) >= len(errb) {
+			out, outCut = cut(out, len(out)/2, enc), true
+		} else {
+			errb, errCut = cut(errb, len(errb)/2, enc), true
+		}
+	}
+	return execResult{
+		ID: r.ID, ExitCode: r.ExitCode, Signal: nullString(r.Signal), TimedOut: r.TimedOut,
+		Stdout: encodeBytes(out, enc), Stderr: encodeBytes(errb, enc), Encoding: enc,
+		StdoutTruncated: outCut, StderrTruncated: errCut, DurationMs: r.Duration.Milliseconds(),
+	}
+}
+
+// cut shortens b to at most n bytes; for utf8 it backs off a character
+// split in two.
+func cut(b []byte, n int, enc string) []byte {
+	b = b[:n]
+	for i := 0; enc == "utf8" && i < utf8.UTFMax-1 && len(b) > 0; i++ {
+		if r, size := utf8.DecodeLastRune(b); r != utf8.RuneError || size > 1 {
+			break
+		}
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func encodingParam(name, v string) (string, error) {
+	switch v {
+	case "", "utf8", "utf-8":
+		return "utf8", nil
+	case "base64":
+		return "base64", nil
+	}
+	return "", mux.ErrInvalidParams(fmt.Sprintf("%s must be utf8 or base64", name))
+}
+
+func encodeBytes(b []byte, enc string) string {
+	if enc == "base64" {
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func decodeText(name, s, enc string) ([]byte, error) {
+	e, err := encodingParam(name+"Encoding", enc)
+	if err != nil {
+		return nil, err
+	}
+	if e == "base64" {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, mux.ErrInvalidParams(name + " is not valid base64")
+		}
+		return b, nil
+	}
+	return []byte(s), nil
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// wireTime formats an optional time.
+func wireTime(t *time.Time) *string {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	s := rfc3339ms(*t)
+	return &s
+}
