@@ -422,6 +422,7 @@ export class Client extends Emitter {
   async call(method, params = {}, { signal } = {}) {
     if (signal?.aborted) throw abortError(signal);
     await this.ready({ signal });
+    if (signal?.aborted) throw abortError(signal);
     const conn = this.conn;
     const id = conn.nextRpc++;
     return new Promise((resolve, reject) => {
