@@ -111,9 +111,25 @@ func errString(err error) string {
 	return err.Error()
 }
 
+// terminalHandler is the /ws/terminal compatibility endpoint, with the
+// server's auth, socket tracking and session lookup.
 func (b *backend) terminalHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "not yet", http.StatusServiceUnavailable)
+	s := b.s
+	return NewTerminalHandler(b.terms, TerminalHandlerOptions{
+		Authorize: s.auth.authorize,
+		SessionState: func(id string) (string, []string, bool) {
+			cwd, env, err := b.sessionState(id)
+			return cwd, env, err == nil && (cwd != "" || env != nil)
+		},
+		Track: func(r *http.Request, goAway func(limit time.Duration)) (func(), bool) {
+			k := &socket{kind: "terminal", netConn: netConnOf(r)}
+			k.setGoAway(goAway)
+			if !s.track(k) {
+				return nil, false
+			}
+			return func() { s.untrack(k) }, true
+		},
+		Logger: s.log,
 	})
 }
 

@@ -17,7 +17,7 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("GET /auth", s.serveAuth)
 	ws := s.limitSockets(s.protect(http.HandlerFunc(s.backend.serveWS)))
 	m.Handle("/ws", ws)
-	term := s.limitSockets(s.protect(s.backend.terminalHandler()))
+	term := s.limitSockets(s.backend.terminalHandler()) // authorizes itself
 	m.Handle("/ws/terminal", term)
 	m.Handle("/ws/terminal/{id}", term)
 	m.Handle("/ws/pty", term)

@@ -1,0 +1,152 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
+)
+
+func TestOpenRoutesNeedNoTokenAndOthersDo(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.Token = "s3cret" })
+	tests := []struct {
+		path   string
+		header map[string]string
+		want   int
+	}{
+		{"/healthz", nil, http.StatusOK},
+		{"/", nil, http.StatusOK},
+		{"/auth", nil, http.StatusUnauthorized},
+		{"/auth", map[string]string{"Authorization": "Bearer s3cret"}, http.StatusOK},
+		{"/auth?token=s3cret", nil, http.StatusOK},
+		{"/auth?token=wrong", nil, http.StatusUnauthorized},
+		{"/ws", nil, http.StatusUnauthorized},
+		{"/ws/terminal", nil, http.StatusUnauthorized},
+		{"/ws/pty", nil, http.StatusUnauthorized},
+		{"/ws/terminal/abc", nil, http.StatusUnauthorized},
+		{"/ws", map[string]string{"Authorization": "Bearer wrong"}, http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		if got := httpGet(t, url+tt.path, tt.header); got != tt.want {
+			t.Errorf("GET %s %v: got %d, want %d", tt.path, tt.header, got, tt.want)
+		}
+	}
+}
+
+func TestWebSocketAuthAndOrigin(t *testing.T) {
+	tests := []struct {
+		name    string
+		token   string
+		origins []string
+		opts    client.Options
+		ok      bool
+	}{
+		{"loopback without token", "", nil, client.Options{}, true},
+		{"token required, bearer", "s3cret", nil, client.Options{Token: "s3cret"}, true},
+		{"token required, missing", "s3cret", nil, client.Options{}, false},
+		{"proxy: browser origin plus bearer", "s3cret", nil,
+			client.Options{Token: "s3cret", Header: http.Header{"Origin": {"https://browser.example"}}}, true},
+		{"foreign origin without token", "", nil,
+			client.Options{Header: http.Header{"Origin": {"https://evil.example"}}}, false},
+		{"allowed origin without token", "", []string{"https://app.example"},
+			client.Options{Header: http.Header{"Origin": {"https://app.example"}}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, url := testServer(t, func(c *Config) { c.Token, c.AllowedOrigins = tt.token, tt.origins })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			tt.opts.NoReconnect = true
+			c, err := client.Dial(ctx, url, tt.opts)
+			if (err == nil) != tt.ok {
+				t.Fatalf("Dial: got %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			info, err := c.ServerInfo(ctx)
+			if err != nil || info.Protocol != "wsmux/1" || info.Boot != c.Boot() {
+				t.Fatalf("server.info: got %+v, %v", info, err)
+			}
+		})
+	}
+}
+
+func TestShutdownSendsGoAwayAndEndsSockets(t *testing.T) {
+	s, url := testServer(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, url, client.Options{NoReconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn, err := c.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	recvOrTimeout(t, conn.Done(), 5*time.Second)
+	var me *mux.Error
+	if !errors.Is(conn.Err(), mux.ErrGoAway) && !(errors.As(conn.Err(), &me) && strings.Contains(me.Message, "shutting down")) {
+		t.Errorf("connection ended with %v, want GOAWAY", conn.Err())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %v, want < 5 s", d)
+	}
+}
+
+func TestConnectionLimitRefusesClearly(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.MaxConnections = 1 })
+	first := dialClient(t, url, client.Options{NoReconnect: true})
+	_ = first
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := client.Dial(ctx, url, client.Options{NoReconnect: true})
+	if err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("second Dial: got %v, want HTTP 503", err)
+	}
+}
+
+func TestTestHookDropCutsSocketsAndClientReconnects(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.TestHooks = true })
+	reconnected := make(chan bool, 1)
+	c := dialClient(t, url, client.Options{OnReconnect: func(boot string, restarted bool) { reconnected <- restarted }})
+	resp, err := http.Post(url+"/_test/drop", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("drop: %s", resp.Status)
+	}
+	if restarted := recvOrTimeout(t, reconnected, 5*time.Second); restarted {
+		t.Error("reconnect reported a restart; the daemon did not restart")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.ServerInfo(ctx); err != nil {
+		t.Fatalf("after reconnect: %v", err)
+	}
+}
+
+func TestTestHookAbsentByDefault(t *testing.T) {
+	_, url := testServer(t, nil)
+	resp, err := http.Post(url+"/_test/drop", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Fatal("/_test/drop answered without MUXD_TEST_HOOKS")
+	}
+}
