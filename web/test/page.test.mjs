@@ -1,0 +1,188 @@
+// End-to-end tests of the page in Debian's headless Chromium against the
+// real muxd binary.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startDaemon } from '../testlib/daemon.mjs';
+import { haveChromium, launch } from '../testlib/browser.mjs';
+
+const skip = haveChromium ? false : 'no Chromium (apt-get install chromium, or set CHROMIUM_BIN)';
+
+// termText returns the active terminal's whole buffer (scrollback included).
+function termText(page) {
+  return page.evaluate(() => {
+    const term = globalThis.muxd.tabs.active?.view?.term;
+    if (!term) return '';
+    const b = term.buffer.active;
+    const out = [];
+    for (let i = 0; i < b.length; i++) out.push(b.getLine(i)?.translateToString(true) ?? '');
+    return out.join('\n');
+  });
+}
+
+async function waitTerm(page, re, ms = 10000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const t = await termText(page);
+    const m = t.match(re);
+    if (m) return m;
+    if (Date.now() > deadline) throw new Error(`terminal never showed ${re}; it shows:\n${t.trimEnd().slice(-1500)}`);
+    await page.waitForTimeout(30);
+  }
+}
+
+// typeLine types into the focused terminal once its input is live.
+async function typeLine(page, text) {
+  await page.waitForFunction(() => {
+    const v = globalThis.muxd?.tabs.active?.view;
+    return v && v.ch && !v.replaying;
+  }, null, { timeout: 10000 });
+  await page.locator('.pane.term:not([hidden]) .xterm-helper-textarea').focus();
+  await page.keyboard.type(text);
+  await page.keyboard.press('Enter');
+}
+
+async function openPage(browser, d, { width = 1200, height = 800, scheme = 'dark' } = {}) {
+  const ctx = await browser.newContext({ viewport: { width, height }, colorScheme: scheme });
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e));
+  await page.goto(d.url);
+  return { ctx, page, errors };
+}
+
+describe('the page in Chromium', { skip }, () => {
+  let d;
+  let browser;
+  before(async () => {
+    [d, browser] = await Promise.all([startDaemon(), launch()]);
+  });
+  after(async () => {
+    await browser?.close();
+    await d?.stop();
+  });
+
+  test('a terminal appears, echoes, and follows the viewport size', async () => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await page.waitForSelector('.pane.term .xterm-rows', { timeout: 10000 });
+      await page.waitForSelector('#conn[data-state="open"]');
+      await typeLine(page, 'echo web-$((6*7))');
+      await waitTerm(page, /^web-42$/m);
+
+      await typeLine(page, 'stty size; echo size-done');
+      const [, r1, c1] = await waitTerm(page, /^(\d+) (\d+)\nsize-done/m);
+      await page.setViewportSize({ width: 900, height: 500 });
+      await page.waitForFunction(
+        ([r, c]) => {
+          const t = globalThis.muxd.tabs.active.view;
+          return t.size && (t.size.rows !== r || t.size.cols !== c);
+        },
+        [Number(r1), Number(c1)],
+        { timeout: 5000 },
+      );
+      await page.keyboard.type('clear; stty size; echo size2-done');
+      await page.keyboard.press('Enter');
+      const [, r2, c2] = await waitTerm(page, /^(\d+) (\d+)\nsize2-done/m);
+      assert.ok(Number(r2) < Number(r1), `rows: got ${r2} after shrinking, had ${r1}`);
+      assert.ok(Number(c2) < Number(c1), `cols: got ${c2} after shrinking, had ${c1}`);
+      assert.deepEqual(errors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('after the socket breaks the page reconnects and resumes without duplicate lines', async () => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      await typeLine(page, 'for i in 1 2 3; do echo dup-$i-x; done');
+      await waitTerm(page, /^dup-3-x$/m);
+      const sawReconnect = page.waitForSelector('#conn[data-state="reconnecting"], #conn[data-state="connecting"]', { timeout: 5000 });
+      await d.drop();
+      await sawReconnect;
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      await typeLine(page, 'echo after-$((40+2))');
+      await waitTerm(page, /^after-42$/m);
+      const text = await termText(page);
+      for (const i of [1, 2, 3]) {
+        const n = text.split('\n').filter((l) => l === `dup-${i}-x`).length;
+        assert.equal(n, 1, `dup-${i}-x shown ${n} times:\n${text.trimEnd()}`);
+      }
+      assert.deepEqual(errors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('a process printing 10,000 lines shows its last line in the log view', async (t) => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      const has = await page.evaluate(() =>
+        globalThis.muxd.client.call('process.list').then(() => true, (e) => e.reason !== 'method_not_found'));
+      if (!has) return t.skip('process.* not in this build yet');
+      await page.fill('#proc-form input[name=command]', 'for i in $(seq 1 10000); do echo "log line $i"; done; echo oops >&2');
+      await page.press('#proc-form input[name=command]', 'Enter');
+      await page.waitForSelector('.pane.log:not([hidden]) .ln >> text="log line 10000"', { timeout: 15000 });
+      await page.waitForSelector('.pane.log:not([hidden]) .ln.err >> text="oops"', { timeout: 5000 });
+      await page.waitForSelector('#proc-list .chip.ok', { timeout: 5000 });
+      assert.deepEqual(errors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('the exec box shows stdout, stderr and the exit code', async (t) => {
+    const { ctx, page } = await openPage(browser, d);
+    try {
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      const has = await page.evaluate(() =>
+        globalThis.muxd.client.call('exec', { command: 'true' }).then(() => true, (e) => e.reason !== 'method_not_found'));
+      if (!has) return t.skip('exec not in this build yet');
+      await page.fill('#exec-form input[name=command]', 'echo to-out; echo to-err >&2; exit 3');
+      await page.press('#exec-form input[name=command]', 'Enter');
+      await page.waitForSelector('.exec-status >> text=/exit code 3/', { timeout: 10000 });
+      assert.match(await page.textContent('.exec-body'), /to-out/);
+      assert.equal((await page.textContent('.exec-body .err')).trim(), 'to-err');
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
+describe('the page against a daemon with a token', { skip }, () => {
+  let d;
+  let browser;
+  before(async () => {
+    [d, browser] = await Promise.all([startDaemon({ env: { MUXD_TOKEN: 'sesame-open-1234' } }), launch()]);
+  });
+  after(async () => {
+    await browser?.close();
+    await d?.stop();
+  });
+
+  test('asks for the token, refuses a wrong one, then connects', async () => {
+    const { ctx, page, errors } = await openPage(browser, d, { width: 390, height: 760, scheme: 'light' });
+    try {
+      const dialog = page.locator('dialog#auth');
+      await dialog.waitFor({ state: 'visible', timeout: 10000 });
+      await page.waitForSelector('#conn[data-state="auth"]');
+      await dialog.locator('input').fill('wrong-token');
+      await dialog.locator('input').press('Enter');
+      await page.waitForSelector('dialog#auth .auth-msg >> text=/not accepted/');
+      await dialog.locator('input').fill('sesame-open-1234');
+      await dialog.locator('input').press('Enter');
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      await dialog.waitFor({ state: 'hidden' });
+      await typeLine(page, 'echo token-$((1+1))');
+      await waitTerm(page, /^token-2$/m);
+      // A reload keeps the token for this tab (sessionStorage): no prompt.
+      await page.reload();
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      assert.equal(await dialog.isVisible(), false);
+      assert.deepEqual(errors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
