@@ -1,0 +1,256 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/muxd/muxd/internal/proc"
+	"github.com/muxd/muxd/pty"
+)
+
+// termSocket is one /ws/terminal connection: an attachment pumped to the
+// socket as binary frames, and keystrokes and JSON control read from it.
+type termSocket struct {
+	h      *terminalHandler
+	q      terminalQuery
+	remote string
+
+	// mu guards conn and closing, for goAway (which may run before the
+	// upgrade completed).
+	mu      sync.Mutex
+	conn    *websocket.Conn
+	closing bool
+}
+
+// Server → client control messages.
+type termReady struct {
+	Type   string `json:"type"`
+	Cursor int64  `json:"cursor"`
+}
+
+type termExit struct {
+	Type   string  `json:"type"`
+	Code   int     `json:"code"`
+	Signal *string `json:"signal"`
+	Cursor int64   `json:"cursor"`
+}
+
+type termError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// termControl is a client → server text message.
+type termControl struct {
+	Type string `json:"type"`
+	Cols *int   `json:"cols"`
+	Rows *int   `json:"rows"`
+}
+
+func (s *termSocket) serve(ctx context.Context, conn *websocket.Conn, t *pty.Terminal, created bool) {
+	h := s.h
+	s.mu.Lock()
+	s.conn = conn
+	closing := s.closing
+	s.mu.Unlock()
+	idless := s.q.id == ""
+	defer func() {
+		if idless {
+			h.m.DestroyTerminal(t) // id-less terminals die with their socket
+		}
+	}()
+	if closing {
+		_ = conn.Close(websocket.StatusGoingAway, "muxd is shutting down") // Best effort.
+		return
+	}
+	start := time.Now()
+	a, _, err := t.Attach(pty.AttachOptions{From: s.q.cursor})
+	if err != nil {
+		_ = conn.Close(websocket.StatusInternalError, "terminal gone") // Best effort.
+		return
+	}
+	h.log.Info("terminal socket opened", "remote", s.remote, "id", t.ID(), "instance", t.Instance(), "created", created, "cursor", s.q.cursor)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		s.pump(ctx, conn, a)
+		cancel()
+	})
+	wg.Go(func() { s.ping(ctx, conn) })
+	reason := s.read(ctx, conn, a)
+	cancel()
+	a.Detach()
+	wg.Wait()
+	_ = conn.CloseNow() // Best effort: usually closed already.
+	h.log.Info("terminal socket closed", "remote", s.remote, "id", t.ID(), "instance", t.Instance(),
+		"duration", time.Since(start).Round(time.Millisecond).String(), "reason", reason)
+}
+
+// pump sends replay and live output as binary frames, ready after the
+// replay, and exit (then close 1000) after the last byte.
+func (s *termSocket) pump(ctx context.Context, conn *websocket.Conn, a *pty.Attachment) {
+	buf := make([]byte, terminalFrame)
+	for {
+		ev, err := a.Next(ctx, buf)
+		if err != nil {
+			return
+		}
+		switch ev.Kind {
+		case pty.EventData:
+			err = conn.Write(ctx, websocket.MessageBinary, ev.Data)
+		case pty.EventSync:
+			err = s.writeJSON(ctx, conn, termReady{Type: "ready", Cursor: ev.Offset})
+		case pty.EventGap:
+			// The protocol has no gap message: the client's cursor simply
+			// jumps (ready.cursor and exit.cursor stay exact).
+		case pty.EventExit:
+			if err := s.writeJSON(ctx, conn, exitMessage(ev)); err == nil {
+				_ = conn.Close(websocket.StatusNormalClosure, "") // Best effort.
+			}
+			return
+		}
+		if err != nil {
+			_ = conn.CloseNow() // Best effort: ends the read loop.
+			return
+		}
+	}
+}
+
+// exitMessage reports the shell's status: for a signal, code is 128+n as a
+// shell would show it, and signal its name.
+func exitMessage(ev pty.Event) termExit {
+	m := termExit{Type: "exit", Code: ev.Exit.Code, Cursor: ev.Offset}
+	if ev.Exit.Signal != "" {
+		sig := ev.Exit.Signal
+		m.Signal = &sig
+		if n, err := proc.ParseSignal(sig); err == nil {
+			m.Code = 128 + int(n)
+		}
+	}
+	return m
+}
+
+func (s *termSocket) writeJSON(ctx context.Context, conn *websocket.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return conn.Write(ctx, websocket.MessageText, b)
+}
+
+// read types binary frames into the terminal and applies text control
+// messages until the socket ends; it returns why.
+func (s *termSocket) read(ctx context.Context, conn *websocket.Conn, a *pty.Attachment) string {
+	// Spare bytes so that a full-size message reads to its EOF, and a
+	// larger one reaches coder/websocket's limit (which lets limit+1 bytes
+	// through) and closes the socket with 1009.
+	buf := make([]byte, maxKeystrokeFrame+2)
+	for {
+		typ, rd, err := conn.Reader(ctx)
+		if err != nil {
+			return closeReason(err)
+		}
+		n, err := io.ReadFull(rd, buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return closeReason(err)
+		}
+		msg := buf[:n]
+		if typ == websocket.MessageBinary {
+			if len(msg) > 0 {
+				_, _ = a.Write(msg) // Best effort: an exited terminal drops input.
+			}
+			continue
+		}
+		if problem := s.control(a, msg); problem != "" {
+			if err := s.writeJSON(ctx, conn, termError{Type: "error", Message: problem}); err != nil {
+				return closeReason(err)
+			}
+		}
+	}
+}
+
+// control applies one text message and returns a problem to report, or "".
+func (s *termSocket) control(a *pty.Attachment, msg []byte) string {
+	var c termControl
+	if err := json.Unmarshal(msg, &c); err != nil {
+		return "invalid control message: " + err.Error()
+	}
+	switch c.Type {
+	case "resize":
+		if c.Cols == nil || c.Rows == nil || *c.Cols < 1 || *c.Rows < 1 || *c.Cols > pty.MaxSize || *c.Rows > pty.MaxSize {
+			return fmt.Sprintf("resize needs integer cols and rows from 1 to %d", pty.MaxSize)
+		}
+		if err := a.Resize(*c.Cols, *c.Rows); err != nil && !errors.Is(err, pty.ErrExited) {
+			return "resize failed: " + err.Error()
+		}
+		return ""
+	case "":
+		return `control message without "type"`
+	default:
+		return fmt.Sprintf("unknown control message type %q", c.Type)
+	}
+}
+
+// ping keeps the socket alive through idle-cutting intermediaries and
+// drops a peer that stopped answering.
+func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
+	every := s.h.opts.PingInterval
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*every)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.h.log.Info("terminal socket: peer stopped answering pings", "remote", s.remote)
+				_ = conn.CloseNow() // Best effort: ends the read loop.
+			}
+			return
+		}
+	}
+}
+
+// goAway closes the socket with 1001 for shutdown, within limit.
+func (s *termSocket) goAway(limit time.Duration) {
+	s.mu.Lock()
+	s.closing = true
+	conn := s.conn
+	s.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = conn.Close(websocket.StatusGoingAway, "muxd is shutting down") // Best effort.
+		close(done)
+	}()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = conn.CloseNow() // Best effort.
+	}
+}
+
+func closeReason(err error) string {
+	if st := websocket.CloseStatus(err); st != -1 {
+		return fmt.Sprintf("closed %d", int(st))
+	}
+	return err.Error()
+}

@@ -1,0 +1,452 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/muxd/muxd/pty"
+)
+
+const wstLimit = 10 * time.Second
+
+// wstEnv is an httptest server with the /ws/terminal handler mounted as
+// the daemon mounts it.
+type wstEnv struct {
+	m      *pty.Manager
+	srv    *httptest.Server
+	exited chan pty.Info // every terminal exit
+}
+
+func newWSTEnv(t *testing.T, opts TerminalHandlerOptions) *wstEnv {
+	t.Helper()
+	e := &wstEnv{exited: make(chan pty.Info, 1024)}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e.m = pty.NewManager(pty.Config{
+		DefaultShell: "/bin/bash", Logger: quiet, KillGrace: 500 * time.Millisecond,
+		OnExit: func(in pty.Info) { e.exited <- in },
+	})
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	h := NewTerminalHandler(e.m, opts)
+	mux := http.NewServeMux()
+	mux.Handle("/ws/terminal", h)
+	mux.Handle("/ws/terminal/{id}", h)
+	mux.Handle("/ws/pty", h)
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		e.srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+		defer cancel()
+		if err := e.m.Close(ctx); err != nil {
+			t.Errorf("close manager: %v", err)
+		}
+	})
+	return e
+}
+
+// wstClient is a Go WebSocket client of /ws/terminal.
+type wstClient struct {
+	t     *testing.T
+	c     *websocket.Conn
+	out   bytes.Buffer      // binary frames received
+	pre   bytes.Buffer      // binary frames received before ready
+	texts []json.RawMessage // text frames received
+	ready *int64
+	close error // set once the socket ended
+}
+
+func (e *wstEnv) dial(t *testing.T, path string, hdr http.Header) *wstClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+path, &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		t.Fatalf("dial %s: %v (HTTP %d)", path, err, code)
+	}
+	c.SetReadLimit(1 << 20)
+	wc := &wstClient{t: t, c: c}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return wc
+}
+
+// next reads one message; false once the socket ended.
+func (wc *wstClient) next(ctx context.Context) bool {
+	if wc.close != nil {
+		return false
+	}
+	typ, data, err := wc.c.Read(ctx)
+	if err != nil {
+		wc.close = err
+		return false
+	}
+	if typ == websocket.MessageBinary {
+		wc.out.Write(data)
+		if wc.ready == nil {
+			wc.pre.Write(data)
+		}
+		return true
+	}
+	wc.texts = append(wc.texts, data)
+	var m struct {
+		Type   string `json:"type"`
+		Cursor int64  `json:"cursor"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		wc.t.Fatalf("text frame is not JSON: %q", data)
+	}
+	if m.Type == "ready" && wc.ready == nil {
+		c := m.Cursor
+		wc.ready = &c
+	}
+	return true
+}
+
+func (wc *wstClient) until(what string, cond func() bool) {
+	wc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	for !cond() {
+		if !wc.next(ctx) {
+			tail := wc.out.String()
+			wc.t.Fatalf("waiting for %s: socket ended (%v); output ends %q", what, wc.close, tail[max(0, len(tail)-1024):])
+		}
+	}
+}
+
+func (wc *wstClient) waitReady() int64 {
+	wc.t.Helper()
+	wc.until("ready", func() bool { return wc.ready != nil })
+	return *wc.ready
+}
+
+func (wc *wstClient) waitOutput(s string) {
+	wc.t.Helper()
+	wc.until("output "+s, func() bool { return strings.Contains(wc.out.String(), s) })
+}
+
+func (wc *wstClient) send(typ websocket.MessageType, data string) {
+	wc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	if err := wc.c.Write(ctx, typ, []byte(data)); err != nil {
+		wc.t.Fatalf("send: %v", err)
+	}
+}
+
+func (wc *wstClient) typeLine(line string) { wc.send(websocket.MessageBinary, line+"\r") }
+
+// lastText waits for a text frame of the given type and decodes it.
+func (wc *wstClient) waitText(typ string) map[string]any {
+	wc.t.Helper()
+	var found map[string]any
+	seen := 0
+	wc.until("text "+typ, func() bool {
+		for ; seen < len(wc.texts); seen++ {
+			var m map[string]any
+			_ = json.Unmarshal(wc.texts[seen], &m)
+			if m["type"] == typ {
+				found = m
+				seen++
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func (wc *wstClient) waitClosed() error {
+	wc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	for wc.next(ctx) {
+	}
+	if ctx.Err() != nil {
+		wc.t.Fatalf("socket not closed in time")
+	}
+	return wc.close
+}
+
+func TestWSTerminalEchoAndIdlessTerminalDiesWithSocket(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	wc := e.dial(t, "/ws/terminal?cols=100&rows=30", nil)
+	// The addon types before ready; input must not be lost.
+	wc.typeLine(`echo "hi-$((6*7)) $(stty size)"`)
+	wc.waitReady()
+	wc.waitOutput("hi-42 30 100")
+	if n := len(e.m.List()); n != 1 {
+		t.Fatalf("terminals: got %d, want 1", n)
+	}
+	_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	select {
+	case <-e.exited:
+	case <-time.After(wstLimit):
+		t.Fatal("id-less terminal outlived its socket")
+	}
+}
+
+func TestWSTerminalIDFromEveryPlace(t *testing.T) {
+	tests := []struct{ path, id string }{
+		{"/ws/terminal?id=a1", "a1"},
+		{"/ws/terminal?sessionId=a2", "a2"},
+		{"/ws/terminal?terminalId=a3", "a3"},
+		{"/ws/terminal/a4", "a4"},
+		{"/ws/pty?sessionId=a5&cols=80&rows=24", "a5"},
+	}
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	for _, tc := range tests {
+		wc := e.dial(t, tc.path, nil)
+		wc.waitReady()
+		if _, err := e.m.Get(tc.id); err != nil {
+			t.Errorf("%s: terminal %q: %v", tc.path, tc.id, err)
+		}
+		_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	}
+	// Closing the sockets killed none of them.
+	for _, tc := range tests {
+		term, err := e.m.Get(tc.id)
+		if err != nil || term.Exited() {
+			t.Errorf("%s: terminal gone after its socket closed: %v", tc.path, err)
+		}
+	}
+}
+
+func TestWSTerminalSessionStateSeedsNewTerminal(t *testing.T) {
+	dir := t.TempDir()
+	e := newWSTEnv(t, TerminalHandlerOptions{SessionState: func(id string) (string, []string, bool) {
+		if id != "sess" {
+			return "", nil, false
+		}
+		return dir, []string{"PATH=/usr/bin:/bin", "FROM_SESSION=yes"}, true
+	}})
+	wc := e.dial(t, "/ws/terminal?sessionId=sess", nil)
+	wc.waitReady()
+	wc.typeLine(`echo "s:$FROM_SESSION:$(pwd)"`)
+	wc.waitOutput("s:yes:" + dir)
+}
+
+func TestWSTerminalReplayOnReconnectWithoutQueries(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	wc := e.dial(t, "/ws/terminal?id=rp", nil)
+	wc.waitReady()
+	wc.typeLine(`printf 'q\033[6n\033[c\033]11;?\007%s\n' mark-$((1+2))`)
+	wc.waitOutput("mark-3")
+	_ = wc.c.Close(websocket.StatusNormalClosure, "")
+
+	// The addon reconnects without a cursor: the whole ring is replayed
+	// before ready, without the queries.
+	wc2 := e.dial(t, "/ws/terminal?id=rp", nil)
+	cursor := wc2.waitReady()
+	replay := wc2.pre.String()
+	if !strings.Contains(replay, "qmark-3") {
+		t.Fatalf("replay lacks the output: %q", replay)
+	}
+	for _, q := range []string{"\x1b[6n", "\x1b[c", "\x1b]11;?"} {
+		if strings.Contains(replay, q) {
+			t.Fatalf("replay contains query %q", q)
+		}
+	}
+	term, _ := e.m.Get("rp")
+	if end := term.Info().End; cursor != end {
+		t.Fatalf("ready cursor %d, want %d", cursor, end)
+	}
+	_ = wc2.c.Close(websocket.StatusNormalClosure, "")
+
+	// With the cursor, nothing is replayed and nothing is lost.
+	wc3 := e.dial(t, "/ws/terminal?id=rp&cursor="+strconv.FormatInt(cursor, 10), nil)
+	if got := wc3.waitReady(); got != cursor {
+		t.Fatalf("ready cursor %d, want %d", got, cursor)
+	}
+	if wc3.pre.Len() != 0 {
+		t.Fatalf("replayed %q past the cursor", wc3.pre.String())
+	}
+	wc3.typeLine(`echo after-$((2+2))`)
+	wc3.waitOutput("after-4")
+}
+
+func TestWSTerminalControlMessages(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	wc := e.dial(t, "/ws/terminal?id=ctl", nil)
+	wc.waitReady()
+	bad := []string{
+		`not json`,
+		`{"type":"bogus"}`,
+		`{"cols":10}`,
+		`{"type":"resize","cols":0,"rows":10}`,
+		`{"type":"resize","cols":10,"rows":1001}`,
+		`{"type":"resize","cols":"80","rows":24}`,
+		`{"type":"resize","cols":80}`,
+	}
+	for _, msg := range bad {
+		wc.send(websocket.MessageText, msg)
+		if m := wc.waitText("error"); m["message"] == "" || m["message"] == nil {
+			t.Fatalf("%s: error without message: %v", msg, m)
+		}
+	}
+	wc.send(websocket.MessageText, `{"type":"resize","cols":123,"rows":45}`)
+	wc.typeLine(`echo "size:$(stty size)"`)
+	wc.waitOutput("size:45 123")
+	for _, raw := range wc.texts {
+		if !json.Valid(raw) {
+			t.Fatalf("text frame is not JSON: %q", raw)
+		}
+	}
+}
+
+func TestWSTerminalAccepts64KiBKeystrokeFrame(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	wc := e.dial(t, "/ws/terminal?id=big", nil)
+	wc.waitReady()
+	wc.typeLine(`stty -icanon -echo; echo go-$((1+1)); head -c 65536 | wc -c; stty sane`)
+	wc.waitOutput("go-2")
+	wc.send(websocket.MessageBinary, strings.Repeat("a", 64<<10))
+	wc.waitOutput("65536")
+
+	// A larger frame is refused with 1009, on that socket only.
+	wc.send(websocket.MessageBinary, strings.Repeat("b", 64<<10+1))
+	if err := wc.waitClosed(); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Fatalf("oversized frame: got %v, want close 1009", err)
+	}
+}
+
+func TestWSTerminalExitThenFreshTerminalOnReconnect(t *testing.T) {
+	tests := []struct {
+		name, cmd string
+		code      float64
+		signal    any
+	}{
+		{"exit code", "exit 3", 3, nil},
+		{"killed", "kill -9 $$", 137, "KILL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newWSTEnv(t, TerminalHandlerOptions{})
+			wc := e.dial(t, "/ws/terminal?id=ex", nil)
+			wc.waitReady()
+			old, _ := e.m.Get("ex")
+			wc.typeLine(tc.cmd)
+			m := wc.waitText("exit")
+			if m["code"] != tc.code || m["signal"] != tc.signal {
+				t.Fatalf("exit: got %v, want code %v signal %v", m, tc.code, tc.signal)
+			}
+			if c, ok := m["cursor"].(float64); !ok || int64(c) != old.Info().End {
+				t.Fatalf("exit cursor: got %v, want %d", m["cursor"], old.Info().End)
+			}
+			if err := wc.waitClosed(); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Fatalf("close after exit: got %v, want 1000", err)
+			}
+			wc2 := e.dial(t, "/ws/terminal?id=ex", nil)
+			wc2.waitReady()
+			fresh, _ := e.m.Get("ex")
+			if fresh == old || fresh.Exited() {
+				t.Fatalf("reconnect did not get a fresh terminal")
+			}
+			wc2.typeLine(`echo again-$((1+1))`)
+			wc2.waitOutput("again-2")
+		})
+	}
+}
+
+func TestWSTerminalConcurrentOpensShareOnePTY(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	const n = 8
+	var wg sync.WaitGroup
+	clients := make([]*wstClient, n)
+	for i := range n {
+		wg.Go(func() { clients[i] = e.dial(t, "/ws/terminal?id=shared", nil) })
+	}
+	wg.Wait()
+	for _, wc := range clients {
+		wc.waitReady()
+	}
+	if got := len(e.m.List()); got != 1 {
+		t.Fatalf("terminals: got %d, want 1", got)
+	}
+	clients[0].typeLine(`echo all-$((3*3))`)
+	for _, wc := range clients {
+		wc.waitOutput("all-9")
+	}
+}
+
+func TestWSTerminalOriginAndAuthorize(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/ws/terminal"
+	_, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("foreign origin: got %v, want 403", err)
+	}
+	wc := e.dial(t, "/ws/terminal", http.Header{"Origin": {e.srv.URL}})
+	wc.waitReady()
+
+	e2 := newWSTEnv(t, TerminalHandlerOptions{Authorize: func(r *http.Request) error {
+		if r.Header.Get("Authorization") != "Bearer good" {
+			return ErrUnauthorized
+		}
+		return nil
+	}})
+	url2 := "ws" + strings.TrimPrefix(e2.srv.URL, "http") + "/ws/terminal"
+	_, resp, err = websocket.Dial(ctx, url2, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: got %v, want 401", err)
+	}
+	wc2 := e2.dial(t, "/ws/terminal", http.Header{"Authorization": {"Bearer good"}})
+	wc2.waitReady()
+}
+
+func TestWSTerminalBadQuery(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	for _, q := range []string{"?cols=0", "?rows=5000", "?cols=abc", "?cursor=-1"} {
+		_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/ws/terminal"+q, nil)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: got %v, want 400", q, err)
+		}
+	}
+	if n := len(e.m.List()); n != 0 {
+		t.Fatalf("bad queries created %d terminals", n)
+	}
+}
+
+func TestWSTerminalShutdownGoAway(t *testing.T) {
+	var mu sync.Mutex
+	var goAways []func(time.Duration)
+	e := newWSTEnv(t, TerminalHandlerOptions{Track: func(r *http.Request, g func(time.Duration)) (func(), bool) {
+		mu.Lock()
+		goAways = append(goAways, g)
+		mu.Unlock()
+		return func() {}, true
+	}})
+	wc := e.dial(t, "/ws/terminal?id=sd", nil)
+	wc.waitReady()
+	mu.Lock()
+	g := goAways[0]
+	mu.Unlock()
+	go g(2 * time.Second)
+	if err := wc.waitClosed(); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("goAway: got %v, want 1001", err)
+	}
+	if _, err := e.m.Get("sd"); err != nil || errors.Is(err, pty.ErrNotFound) {
+		t.Fatalf("shutdown of the socket killed the terminal: %v", err)
+	}
+}
