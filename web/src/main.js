@@ -42,9 +42,9 @@ new ExecBox({ client, form: $('#exec-form'), out: $('#exec-out') });
 
 // Every handshake (first or after a drop): reattach everything from its
 // offsets and re-read lists that notifications may have missed.
-client.on('hello', async (_hello, { first }) => {
+client.on('hello', async (_hello, info) => {
   showState();
-  await Promise.all([tabs.sync(first), procs.refresh(), refreshSessions()]);
+  await Promise.all([tabs.sync(info), procs.refresh(), refreshSessions()]);
 });
 client.on('state', showState);
 client.on('notify', (method) => {

@@ -29,8 +29,12 @@ export class Tabs {
     });
   }
 
-  /** sync reattaches every tab and adds terminals opened elsewhere. */
-  async sync(first) {
+  /**
+   * sync reattaches every tab and adds terminals opened elsewhere. On the
+   * first handshake, or after the daemon restarted (its terminals are
+   * gone), it opens a terminal when none is live.
+   */
+  async sync({ first, bootChanged }) {
     let list = [];
     try {
       ({ terminals: list = [] } = await this.client.call('terminal.list', {}));
@@ -41,7 +45,8 @@ export class Tabs {
       if (!this.#find(`t:${t.id}`) && !t.exited) this.#addTerminal(t, false);
     }
     await Promise.all(this.tabs.map((t) => t.view.attach()));
-    if (first && this.tabs.length === 0) await this.newTerminal();
+    const live = this.tabs.some((t) => t.kind === 'term' && !t.view.gone && !t.view.exited);
+    if ((first && this.tabs.length === 0) || (bootChanged && !live)) await this.newTerminal();
     else if (!this.active && this.tabs.length > 0) this.activate(this.tabs[0]);
   }
 

@@ -89,6 +89,7 @@ export class Channel {
     this.sendCredit = 0;
     this.sendQueue = []; // Uint8Array chunks waiting for credit
     this.eofQueued = false;
+    this.eofSent = false;
     this.toReturn = 0; // consumed bytes not yet returned with WINDOW
     this.received = 0; // DATA bytes received in all
   }

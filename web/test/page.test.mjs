@@ -114,6 +114,47 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('terminal credit waits for the renderer, except while the tab is hidden', async () => {
+    const cases = [
+      { name: 'visible: output stops at the window while xterm is stalled', hidden: false },
+      { name: 'hidden: credit goes back on receipt, output keeps flowing', hidden: true },
+    ];
+    for (const tc of cases) {
+      const { ctx, page, errors } = await openPage(browser, d);
+      try {
+        await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+        await page.evaluate(() => globalThis.muxd.tabs.newTerminal());
+        await page.waitForFunction(() => globalThis.muxd.tabs.active?.view?.ch && !globalThis.muxd.tabs.active.view.replaying, null, { timeout: 10000 });
+        const total = 3000000;
+        const got = await page.evaluate(async ({ hidden, total }) => {
+          const v = globalThis.muxd.tabs.active.view;
+          Object.defineProperty(document, 'hidden', { configurable: true, get: () => hidden });
+          v.term.write = () => {}; // a renderer that never catches up
+          const ch = v.ch;
+          ch.write(`head -c ${total} /dev/zero | tr "\\0" y; echo\n`);
+          const deadline = Date.now() + 15000;
+          // Bounded wait: all bytes (hidden) or a stall at the window (visible).
+          while (Date.now() < deadline && ch.received < total) {
+            const before = ch.received;
+            await globalThis.muxd.client.ping();
+            await new Promise((r) => setTimeout(r, 200));
+            await globalThis.muxd.client.ping();
+            if (!hidden && ch.received === before && before > ch.window / 2) break;
+          }
+          return { received: ch.received, window: ch.window };
+        }, { hidden: tc.hidden, total });
+        if (tc.hidden) assert.ok(got.received >= total, `${tc.name}: received ${got.received} of ${total}`);
+        else {
+          assert.ok(got.received <= got.window, `${tc.name}: received ${got.received} on a ${got.window}-byte window`);
+          assert.ok(got.received > got.window / 2, `${tc.name}: received only ${got.received}: the flood never started`);
+        }
+        assert.deepEqual(errors, []);
+      } finally {
+        await ctx.close();
+      }
+    }
+  });
+
   test('a process printing 10,000 lines shows its last line in the log view', async (t) => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
