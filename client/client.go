@@ -290,12 +290,9 @@ func lost(conn *mux.Conn, err error) bool {
 	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	select {
-	case <-conn.Done():
-		return true
-	default:
-		return false
-	}
+	// Err is set before the connection fails its channels and calls;
+	// Done closes a moment later.
+	return conn.Err() != nil
 }
 
 // ServerInfo is the result of server.info.

@@ -113,15 +113,14 @@ func (f *follower) next(ctx context.Context) (stream byte, data []byte, err erro
 			}
 			f.offs[s] += int64(n - 1)
 			return s, f.buf[1:n], nil
+		case err != nil && lost(f.conn, err):
+			// Checked before EOF: a dropped socket can surface as io.EOF.
+			f.ch = nil // reopen at the current offsets
 		case errors.Is(err, io.EOF):
 			f.done = true
 			_ = f.ch.Close() // Best effort: done with it.
 			return 0, nil, io.EOF
 		case err != nil:
-			if lost(f.conn, err) {
-				f.ch = nil // reopen at the current offsets
-				continue
-			}
 			return 0, nil, err
 		}
 	}

@@ -207,10 +207,11 @@ func (t *Terminal) Read(p []byte) (int, error) {
 			}
 			t.mu.Unlock()
 			t.pending = t.buf[:n]
+		case lost(t.connOf(), err):
+			// Checked before EOF: a dropped socket can surface as io.EOF.
+			t.dropChannel(ch)
 		case errors.Is(err, io.EOF):
 			return 0, io.EOF
-		case lost(t.connOf(), err):
-			t.dropChannel(ch)
 		default:
 			return 0, err
 		}
