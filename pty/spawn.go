@@ -56,7 +56,7 @@ func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 		return nil, fmt.Errorf("pty: set size: %w", err)
 	}
 	p, err := proc.Start(proc.Spec{
-		Path: shell, Args: []string{shell}, Dir: opts.Cwd, Env: env,
+		Path: shell, Args: append([]string{shell}, opts.Args...), Dir: opts.Cwd, Env: env,
 		Stdin: slave, Stdout: slave, Stderr: slave, Terminal: true,
 	})
 	// The child has its copies; the master reads EIO once they all close.

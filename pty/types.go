@@ -9,6 +9,9 @@ type CreateOptions struct {
 	// Shell is the program to run (a path, or a name looked up in PATH);
 	// empty means Config.DefaultShell.
 	Shell string
+	// Args are the shell's arguments after argv[0] (none by default), e.g.
+	// {"-c", "htop"} to run one program in the terminal.
+	Args []string
 	// Cwd is the working directory; empty keeps muxd's.
 	Cwd string
 	// Cols and Rows are the initial size (default 80x24, each 1..MaxSize).
