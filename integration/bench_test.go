@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/muxd/muxd/client"
+)
+
+// End-to-end benchmarks: the targets of issue 5, through the real daemon
+// over loopback, each with a baseline measured in the same run. Run with
+// `make bench` (go test -run '^$' -bench . -benchtime 1x ./integration/);
+// each benchmark repeats internally, so one iteration is enough. The
+// figures are written to docs/benchmarks.md by TestMain.
+
+// figure is one line of docs/benchmarks.md.
+type figure struct {
+	name, value, baseline, ratio, target string
+}
+
+var (
+	// figuresMu guards figures.
+	figuresMu sync.Mutex
+	figures   []figure
+)
+
+func record(f figure) {
+	figuresMu.Lock()
+	figures = append(figures, f)
+	figuresMu.Unlock()
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// benchN is the repetitions per latency benchmark (MUXD_BENCH_N).
+func benchN(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("MUXD_BENCH_N")); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func BenchmarkSessionExecTrue(b *testing.B) {
+	d := startDaemon(b, nil)
+	c := d.dial(b, client.Options{})
+	ctx := ctxT(b, 5*time.Minute)
+	s, err := c.CreateSession(ctx, client.SessionOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := benchN(2000)
+	for b.Loop() {
+		base := bashRoundTrips(b, n)
+		lat := make([]time.Duration, 0, n)
+		for i := 0; i < n; i++ {
+			t0 := time.Now()
+			r, err := s.Exec(ctx, "true", client.ExecOptions{})
+			if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+				b.Fatalf("exec true: %+v %v", r, err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		p50, p99, b50 := percentile(lat, 0.5), percentile(lat, 0.99), percentile(base, 0.5)
+		b.ReportMetric(us(p50), "p50-µs")
+		b.ReportMetric(us(p99), "p99-µs")
+		b.ReportMetric(us(b50), "baseline-p50-µs")
+		b.ReportMetric(float64(p50)/float64(b50), "ratio-p50")
+		record(figure{"session exec `true` (p50 / p99)", fmt.Sprintf("%.0f µs / %.0f µs", us(p50), us(p99)),
+			fmt.Sprintf("bare persistent bash round trip p50 %.0f µs", us(b50)),
+			fmt.Sprintf("%.1f×", float64(p50)/float64(b50)), "p50 ≤ 150 µs, p99 ≤ 1 ms"})
+	}
+}
+
+// bashRoundTrips measures a bare persistent bash: write `true; echo m`,
+// read the marker line.
+func bashRoundTrips(b *testing.B, n int) []time.Duration {
+	cmd := exec.Command("bash", "--noprofile", "--norc")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = in.Close(); _ = cmd.Wait() }()
+	r := bufio.NewReader(out)
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := io.WriteString(in, "true; echo m\n"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.ReadString('\n'); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat
+}
+
+func BenchmarkStatelessExecTrue(b *testing.B) {
+	d := startDaemon(b, nil)
+	c := d.dial(b, client.Options{})
+	ctx := ctxT(b, 5*time.Minute)
+	n := benchN(300)
+	for b.Loop() {
+		var base, lat []time.Duration
+		for i := 0; i < n; i++ { // interleaved, so load affects both alike
+			t0 := time.Now()
+			if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
+			base = append(base, time.Since(t0))
+			t0 = time.Now()
+			r, err := c.Exec(ctx, "true", client.ExecOptions{})
+			if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+				b.Fatalf("exec true: %+v %v", r, err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		p50, b50 := percentile(lat, 0.5), percentile(base, 0.5)
+		ratio := float64(p50) / float64(b50)
+		b.ReportMetric(us(p50), "p50-µs")
+		b.ReportMetric(us(b50), "baseline-p50-µs")
+		b.ReportMetric(ratio, "ratio")
+		record(figure{"stateless exec `true` (p50)", fmt.Sprintf("%.0f µs", us(p50)),
+			fmt.Sprintf("`bash -c true` via os/exec p50 %.0f µs", us(b50)), fmt.Sprintf("%.2f×", ratio), "≤ 1.3×"})
+	}
+}
+
+// streamCmd produces size bytes quickly and deterministically.
+func streamCmd(size int64) string {
+	return fmt.Sprintf("yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde | head -c %d", size)
+}
+
+// rawPipe runs command locally and returns its throughput and sha256.
+func rawPipe(b testing.TB, command string) (float64, string) {
+	cmd := exec.Command("bash", "-c", command)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	h := sha256.New()
+	t0 := time.Now()
+	buf := make([]byte, 256<<10)
+	n, err := io.CopyBuffer(h, out, buf)
+	el := time.Since(t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = cmd.Wait()
+	return float64(n) / el.Seconds() / 1e6, hex.EncodeToString(h.Sum(nil))
+}
+
+func BenchmarkProcessStream(b *testing.B) {
+	size := int64(256 << 20)
+	d := startDaemon(b, nil, "--output-limit", "300MiB")
+	c := d.dial(b, client.Options{})
+	ctx := ctxT(b, 5*time.Minute)
+	command := streamCmd(size)
+	for b.Loop() {
+		var rates, bases []float64
+		for run := 0; run < 3; run++ {
+			base, want := rawPipe(b, command)
+			bases = append(bases, base)
+			p, err := c.StartProcess(ctx, command, client.ProcessOptions{OutputLimit: size + 1<<20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := sha256.New()
+			t0 := time.Now()
+			n, err := io.CopyBuffer(h, p.Stdout(), make([]byte, 256<<10))
+			el := time.Since(t0)
+			if err != nil || n != size {
+				b.Fatalf("stream: %d bytes, %v; want %d", n, err, size)
+			}
+			if got := hex.EncodeToString(h.Sum(nil)); got != want {
+				b.Fatalf("stream not byte-exact: sha256 %s, want %s", got, want)
+			}
+			rates = append(rates, float64(n)/el.Seconds()/1e6)
+			_ = p.Remove(ctx) // Best effort: frees the retained output.
+		}
+		slices.Sort(rates)
+		slices.Sort(bases)
+		rate, base := rates[len(rates)/2], bases[len(bases)/2]
+		b.ReportMetric(rate, "MB/s")
+		b.ReportMetric(base, "baseline-MB/s")
+		b.ReportMetric(rate/base, "ratio")
+		record(figure{"process stream, 256 MiB followed live (median of 3, sha256-exact)", fmt.Sprintf("%.0f MB/s", rate),
+			fmt.Sprintf("raw pipe read of the same command %.0f MB/s", base), fmt.Sprintf("%.0f%%", 100*rate/base),
+			"≥ 40% and ≥ 300 MB/s"})
+	}
+}
+
+func BenchmarkKeystrokeEchoUnderFlood(b *testing.B) {
+	d := startDaemon(b, nil, "--output-limit", "64MiB")
+	c := d.dial(b, client.Options{})
+	ctx := ctxT(b, 5*time.Minute)
+	n := benchN(500)
+	for b.Loop() {
+		quiet := echoLatencies(b, ctx, c, n/2)
+		flood, err := c.StartProcess(ctx, "head -c 500M /dev/zero", client.ProcessOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		streamed := make(chan int64, 1)
+		go func() {
+			n, _ := io.Copy(io.Discard, flood.Stdout())
+			streamed <- n
+		}()
+		lat := echoLatencies(b, ctx, c, n)
+		_ = flood.Kill(ctx, "KILL", 0)
+		<-streamed
+		p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+		q99 := percentile(quiet, 0.99)
+		b.ReportMetric(us(p50), "p50-µs")
+		b.ReportMetric(us(p99), "p99-µs")
+		b.ReportMetric(us(q99), "quiet-p99-µs")
+		record(figure{"keystroke echo while a 500 MB log streams on the same socket (p50 / p99)",
+			fmt.Sprintf("%.0f µs / %.0f µs", us(p50), us(p99)), fmt.Sprintf("same echo without the flood p99 %.0f µs", us(q99)),
+			fmt.Sprintf("%.1f×", float64(p99)/float64(q99)), "p99 ≤ 2 ms"})
+	}
+}
+
+// echoLatencies types one byte at a time into a fresh terminal (raw mode,
+// cat echoes) and times each echo.
+func echoLatencies(b testing.TB, ctx context.Context, c *client.Client, n int) []time.Duration {
+	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = term.Destroy(context.Background()) }()
+	if _, err := term.Write([]byte("stty raw -echo; echo READY; exec cat\n")); err != nil {
+		b.Fatal(err)
+	}
+	readUntil(b, term, "READY", 10*time.Second)
+	// Let cat start: its first echo proves it.
+	waitEcho(b, term, 'z')
+	buf := make([]byte, 64)
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := term.Write([]byte{'x'}); err != nil {
+			b.Fatal(err)
+		}
+		for got := false; !got; {
+			k, err := term.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got = strings.IndexByte(string(buf[:k]), 'x') >= 0
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat
+}
+
+func waitEcho(b testing.TB, term *client.Terminal, ch byte) {
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 4096)
+	for time.Now().Before(deadline) {
+		if _, err := term.Write([]byte{ch}); err != nil {
+			b.Fatal(err)
+		}
+		k, err := term.Read(buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if strings.IndexByte(string(buf[:k]), ch) >= 0 {
+			return
+		}
+	}
+	b.Fatal("cat never echoed")
+}
+
+// rssKB reads a process's resident set from /proc.
+func rssKB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n
+			}
+		}
+	}
+	return -1
+}
