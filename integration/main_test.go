@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if err := writeBenchmarks(); err != nil {
+		fmt.Fprintln(os.Stderr, "writing docs/benchmarks.md:", err)
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
