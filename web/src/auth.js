@@ -58,7 +58,7 @@ export function makeUrl(dialog, onPrompt = () => {}) {
 // prompt shows the dialog until /auth accepts what is typed.
 function prompt(dialog, message, onPrompt) {
   const form = dialog.querySelector('form');
-  const input = dialog.querySelector('input');
+  const input = dialog.querySelector('input[type=password]');
   const msg = dialog.querySelector('.auth-msg');
   msg.textContent = message;
   onPrompt(true);
