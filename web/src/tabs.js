@@ -174,7 +174,8 @@ export class Tabs {
 
   /** close ends a terminal (terminal.destroy) or detaches a log. */
   async close(tab) {
-    if (tab.kind === 'term' && !tab.view.exited && !tab.view.gone) {
+    if (tab.kind === 'term' && !tab.view.gone) {
+      // Destroy an exited terminal too: that frees its retained output.
       try {
         await this.client.call('terminal.destroy', { id: tab.view.id });
       } catch (err) {

@@ -83,7 +83,9 @@ export class TerminalView {
 
   /** attach opens (or reopens) the terminal channel. */
   async attach() {
-    if (this.gone || this.attaching) return this.attaching;
+    if (this.attaching) return this.attaching;
+    // An ended terminal was drawn to its end: reattaching would replay it.
+    if (this.gone || (this.exited && this.offset !== null)) return;
     this.attaching = this.#attach().finally(() => (this.attaching = null));
     return this.attaching;
   }
