@@ -208,11 +208,11 @@ describe('the page against a daemon with a token', { skip }, () => {
       const dialog = page.locator('dialog#auth');
       await dialog.waitFor({ state: 'visible', timeout: 10000 });
       await page.waitForSelector('#conn[data-state="auth"]');
-      await dialog.locator('input').fill('wrong-token');
-      await dialog.locator('input').press('Enter');
+      await dialog.locator('input[type=password]').fill('wrong-token');
+      await dialog.locator('input[type=password]').press('Enter');
       await page.waitForSelector('dialog#auth .auth-msg >> text=/not accepted/');
-      await dialog.locator('input').fill('sesame-open-1234');
-      await dialog.locator('input').press('Enter');
+      await dialog.locator('input[type=password]').fill('sesame-open-1234');
+      await dialog.locator('input[type=password]').press('Enter');
       await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
       await dialog.waitFor({ state: 'hidden' });
       await typeLine(page, 'echo token-$((1+1))');
