@@ -110,7 +110,33 @@ for (const b of document.querySelectorAll('.view-btn')) b.addEventListener('clic
 
 $('#new-term').addEventListener('click', () => tabs.newTerminal());
 $('#empty-new').addEventListener('click', () => tabs.newTerminal());
-document.addEventListener('keydown', (ev) => tabs.onKey(ev), { capture: true });
+document.addEventListener('keydown', (ev) => {
+  if (ev.altKey && !ev.ctrlKey && !ev.metaKey && ev.code === 'KeyE') {
+    ev.preventDefault();
+    setView('side');
+    $('#exec-form input[name=command]').focus();
+    return;
+  }
+  tabs.onKey(ev);
+}, { capture: true });
+
+// The phone key bar: keys a soft keyboard lacks. Buttons do not take focus,
+// so the soft keyboard stays up.
+const unescape = (s) => s.replace(/\\x([0-9a-f]{2})|\\t/gi, (m, h) => (h ? String.fromCharCode(parseInt(h, 16)) : '\t'));
+for (const b of document.querySelectorAll('#keybar button')) {
+  b.addEventListener('pointerdown', (ev) => ev.preventDefault());
+  b.addEventListener('click', () => {
+    const v = tabs.active?.kind === 'term' ? tabs.active.view : null;
+    if (!v) return;
+    if (b.hasAttribute('data-ctrl')) {
+      v.ctrlNext = !v.ctrlNext;
+      b.setAttribute('aria-pressed', String(v.ctrlNext));
+    } else {
+      v.sendKeys(unescape(b.dataset.seq));
+    }
+    v.focus();
+  });
+}
 onSchemeChange(() => tabs.setTheme());
 
 // For tests and the curious: the client and views, from the console.

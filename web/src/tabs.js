@@ -9,7 +9,7 @@ import { el, statusText } from './ui.js';
 /** isShortcut tells page shortcuts apart from keys meant for the shell. */
 export function isShortcut(ev) {
   if (ev.type !== 'keydown' || !ev.altKey || ev.ctrlKey || ev.metaKey) return false;
-  return ev.code === 'KeyT' || ev.code === 'KeyW' || /^Digit[1-9]$/.test(ev.code);
+  return ev.code === 'KeyT' || ev.code === 'KeyW' || ev.code === 'KeyE' || /^Digit[1-9]$/.test(ev.code);
 }
 
 /** Tabs owns the tab bar and the panes. */
@@ -261,6 +261,7 @@ export class Tabs {
     const v = tab.view;
     let state = '';
     if (tab.kind === 'term') {
+      if (tab === this.active) document.querySelector('#keybar [data-ctrl]')?.setAttribute('aria-pressed', String(!!v.ctrlNext));
       if (v.gone) state = 'gone';
       else if (v.exited) state = 'exited';
       else if (!v.ch) state = 'detached';

@@ -176,7 +176,20 @@ export class TerminalView {
     // Replayed queries (DA, DSR, OSC colour) make xterm answer; those answers
     // must not be typed into the shell.
     if (this.replaying || !this.ch || this.exited) return;
+    if (this.ctrlNext && typeof data === 'string' && data.length === 1) {
+      // The phone key bar's sticky Ctrl: a letter becomes its control code.
+      const c = data.toLowerCase().charCodeAt(0);
+      if (c >= 0x40 && c <= 0x7f) data = String.fromCharCode(c & 0x1f);
+      this.ctrlNext = false;
+      this.onChange(this);
+    }
     this.ch.write(data);
+  }
+
+  /** sendKeys types a key sequence (from the on-screen key bar). */
+  sendKeys(seq) {
+    if (this.replaying || !this.ch || this.exited) return;
+    this.ch.write(seq);
   }
 
   #sendSize(cols, rows) {

@@ -91,6 +91,27 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('on a phone the key bar sends Ctrl-C and a sticky Ctrl', async () => {
+    const { ctx, page, errors } = await openPage(browser, d, { width: 390, height: 760 });
+    try {
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      await page.evaluate(() => globalThis.muxd.tabs.newTerminal());
+      await typeLine(page, 'sleep 30; echo slept-through');
+      await page.click('#keybar button[title="Ctrl-C"]');
+      await typeLine(page, 'echo after-$((2*3))-int');
+      await waitTerm(page, /^after-6-int$/m, 5000);
+      // Sticky Ctrl then "l" clears the screen (Ctrl-L).
+      await page.click('#keybar [data-ctrl]');
+      assert.equal(await page.getAttribute('#keybar [data-ctrl]', 'aria-pressed'), 'true');
+      await page.keyboard.type('l');
+      await page.waitForSelector('#keybar [data-ctrl][aria-pressed="false"]', { timeout: 5000 });
+      assert.doesNotMatch(await termText(page), /slept-through/);
+      assert.deepEqual(errors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test('after the socket breaks the page reconnects and resumes without duplicate lines', async () => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
