@@ -1,0 +1,157 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/muxd/muxd/internal/proc"
+)
+
+// Exec runs one command and waits for it. Without SessionID it is a fresh
+// `bash -c`; with one it runs in that session's shell, in arrival order.
+// Cancelling ctx kills the command (a session command is interrupted
+// first, then its session killed if it does not stop within KillGrace).
+// The record stays readable by ID (GetProcess, ReadOutput, OpenOutput)
+// until retention drops it.
+func (e *Engine) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	id, err := newID(req.ID)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if err := checkCommand(req.Command); err != nil {
+		return ExecResult{}, err
+	}
+	if err := e.checkTimeout(req.Timeout); err != nil {
+		return ExecResult{}, err
+	}
+	if req.MaxOutput < 0 {
+		return ExecResult{}, fmt.Errorf("%w: negative maxOutput", ErrInvalid)
+	}
+	if req.SessionID != "" {
+		return e.execSession(ctx, req, id)
+	}
+	return e.execStateless(ctx, req, id)
+}
+
+// StartProcess starts a command and returns once it runs. With SessionID
+// it starts, in a fresh bash, from a snapshot of the session's state taken
+// in the session's turn; the process does not belong to the session and
+// outlives it.
+func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessInfo, error) {
+	id, err := newID(req.ID)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	if err := checkCommand(req.Command); err != nil {
+		return ProcessInfo{}, err
+	}
+	if err := e.checkTimeout(req.Timeout); err != nil {
+		return ProcessInfo{}, err
+	}
+	if req.OutputLimit < 0 {
+		return ProcessInfo{}, fmt.Errorf("%w: negative outputLimit", ErrInvalid)
+	}
+	limit := req.OutputLimit
+	if limit == 0 {
+		limit = e.cfg.DefaultOutputLimit
+	}
+	if err := checkDir(req.Cwd); err != nil {
+		return ProcessInfo{}, err
+	}
+	var (
+		spec  childSpec
+		files []string
+	)
+	if req.SessionID == "" {
+		env, err := e.buildEnv(e.cfg.BaseEnv, req.Env)
+		if err != nil {
+			return ProcessInfo{}, err
+		}
+		spec = childSpec{args: []string{"bash", "-c", req.Command}, dir: req.Cwd, env: env}
+	} else {
+		s, err := e.session(req.SessionID)
+		if err != nil {
+			return ProcessInfo{}, err
+		}
+		spec, files, err = e.fromSnapshot(ctx, s, req)
+		if err != nil {
+			return ProcessInfo{}, err
+		}
+	}
+	p := e.newProcess(id, req.Command, req.SessionID, false, limit)
+	p.extraFiles = files
+	if err := e.register(p); err != nil {
+		removeFiles(files)
+		return ProcessInfo{}, err
+	}
+	if err := e.launch(p, spec, req.Timeout, req.Stdin); err != nil {
+		e.unregister(p)
+		removeFiles(files)
+		return ProcessInfo{}, err
+	}
+	e.emit("process.started", p)
+	return p.info(), nil
+}
+
+func removeFiles(files []string) {
+	for _, f := range files {
+		_ = os.Remove(f) // Best effort.
+	}
+}
+
+// fromSnapshot prepares a fresh bash that restores a session's state and
+// then runs the command (with the request's cwd and env on top).
+func (e *Engine) fromSnapshot(ctx context.Context, s *session, req ProcessRequest) (childSpec, []string, error) {
+	for k, v := range req.Env {
+		if !shellName.MatchString(k) || (v != nil && containsNUL(*v)) {
+			return childSpec{}, nil, fmt.Errorf("%w: env %.40q", ErrInvalid, k)
+		}
+	}
+	name := e.nextName()
+	snap := filepath.Join(e.procDir, name+".snap")
+	cmd := filepath.Join(e.procDir, name+".cmd")
+	files := []string{snap, cmd}
+	if err := os.WriteFile(cmd, []byte(req.Command), 0o600); err != nil {
+		return childSpec{}, nil, fmt.Errorf("exec: command file: %w", err)
+	}
+	if err := s.snapshot(ctx, snap); err != nil {
+		removeFiles(files)
+		return childSpec{}, nil, err
+	}
+	script := "\\builtin source " + shQuote(snap) + " 2>/dev/null\n"
+	for k, v := range req.Env {
+		if v == nil {
+			script += "\\builtin unset " + k + "\n"
+		} else {
+			script += "\\builtin export " + k + "=" + shQuote(*v) + "\n"
+		}
+	}
+	if req.Cwd != "" {
+		script += "\\builtin cd -- " + shQuote(req.Cwd) + " || \\builtin exit 1\n"
+	}
+	script += "\\builtin source " + shQuote(cmd) + "\n"
+	// The snapshot's exports rebuild the environment; start from nothing
+	// but the defaults so variables the session unset stay unset.
+	env, err := proc.Env(nil, nil)
+	if err != nil {
+		removeFiles(files)
+		return childSpec{}, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return childSpec{args: []string{"bash", "--noprofile", "--norc", "-c", script}, env: env}, files, nil
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// portPollInterval is how often WaitForPort retries a connect: ports have
+// no event to wait on.
+const portPollInterval = 20 * time.Millisecond

@@ -1,0 +1,97 @@
+package exec
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config tunes an [Engine]. Zero fields take the defaults of
+// [DefaultConfig].
+type Config struct {
+	// DataDir holds output logs, command files, FIFOs and exit records.
+	// Created if missing; its contents are removed by Close.
+	DataDir string
+	// Shell is the bash binary for sessions and commands ("bash").
+	Shell string
+	// BaseEnv is the environment children start from (os.Environ());
+	// internal/proc strips MUXD_*, BASH_ENV and ENV from it.
+	BaseEnv []string
+	// MaxSessions caps live sessions (64): each is a bash process.
+	MaxSessions int
+	// MaxProcesses caps running processes and execs (1024).
+	MaxProcesses int
+	// RetainCount caps ended processes and exec records kept (256); the
+	// oldest ended are dropped first.
+	RetainCount int
+	// RetainBytes caps the output retained by ended records (1 GiB).
+	RetainBytes int64
+	// DefaultOutputLimit is the per-stream retained output of a process
+	// (64 MiB); older bytes are dropped and readers told with a gap.
+	DefaultOutputLimit int64
+	// MaxTimeout bounds any timeout a caller may ask for (7 days); larger
+	// values are invalid rather than silently clipped.
+	MaxTimeout time.Duration
+	// KillGrace is the TERM-to-KILL grace for timeouts, session deletion
+	// and Close (500 ms).
+	KillGrace time.Duration
+	// ExitPollInterval is the exit watcher's polling fallback period
+	// (50 ms), used when fsnotify events do not arrive (network and FUSE
+	// filesystems).
+	ExitPollInterval time.Duration
+}
+
+// DefaultConfig returns the defaults; DataDir is a fresh directory under
+// os.TempDir().
+func DefaultConfig() Config {
+	return Config{
+		DataDir:            filepath.Join(os.TempDir(), "muxd-exec"),
+		Shell:              "bash",
+		MaxSessions:        64,
+		MaxProcesses:       1024,
+		RetainCount:        256,
+		RetainBytes:        1 << 30,
+		DefaultOutputLimit: 64 << 20,
+		MaxTimeout:         7 * 24 * time.Hour,
+		KillGrace:          500 * time.Millisecond,
+		ExitPollInterval:   50 * time.Millisecond,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if c.Shell == "" {
+		c.Shell = d.Shell
+	}
+	if c.BaseEnv == nil {
+		c.BaseEnv = os.Environ()
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = d.MaxSessions
+	}
+	if c.MaxProcesses <= 0 {
+		c.MaxProcesses = d.MaxProcesses
+	}
+	if c.RetainCount <= 0 {
+		c.RetainCount = d.RetainCount
+	}
+	if c.RetainBytes <= 0 {
+		c.RetainBytes = d.RetainBytes
+	}
+	if c.DefaultOutputLimit <= 0 {
+		c.DefaultOutputLimit = d.DefaultOutputLimit
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = d.MaxTimeout
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = d.KillGrace
+	}
+	if c.ExitPollInterval <= 0 {
+		c.ExitPollInterval = d.ExitPollInterval
+	}
+	return c
+}

@@ -1,0 +1,335 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// maxIDLen bounds caller-chosen ids: they travel in RPCs and logs.
+const maxIDLen = 256
+
+// Engine runs commands, sessions and processes. Create it with [New]; all
+// methods are safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	procDir string // output logs and process command files
+	sessDir string // one subdirectory per session
+	watcher *exitWatcher
+	seq     atomic.Uint64 // file name sequence: ids never reach paths
+
+	// mu guards the maps, the retention list and closed. Never held across
+	// a spawn, a kill, a file write or a subscriber call.
+	mu       sync.Mutex
+	procs    map[string]*process
+	ended    []*process // ended records, oldest first, for retention
+	sessions map[string]*session
+	subs     map[uint64]func(Event)
+	nextSub  uint64
+	closed   bool
+}
+
+// New creates the data directory and returns a ready engine.
+func New(cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	e := &Engine{
+		cfg:      cfg,
+		procDir:  filepath.Join(cfg.DataDir, "p"),
+		sessDir:  filepath.Join(cfg.DataDir, "s"),
+		procs:    map[string]*process{},
+		sessions: map[string]*session{},
+		subs:     map[uint64]func(Event){},
+	}
+	for _, d := range []string{e.procDir, e.sessDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("exec: data dir: %w", err)
+		}
+	}
+	e.watcher = newExitWatcher(newFSNotifySource(), cfg.ExitPollInterval)
+	return e, nil
+}
+
+// Close kills every session and process tree (KillGrace, then SIGKILL),
+// waits for them to be reaped or ctx to end, and removes the data
+// directory's contents. Later calls fail with ErrClosed.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	sessions := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		sessions = append(sessions, s)
+	}
+	e.sessions = map[string]*session{}
+	procs := make([]*process, 0, len(e.procs))
+	for _, p := range e.procs {
+		procs = append(procs, p)
+	}
+	e.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Go(func() { s.kill("engine closed") })
+	}
+	for _, p := range procs {
+		wg.Go(func() { _ = p.kill(killTERM, e.cfg.KillGrace, false) })
+	}
+	wg.Wait()
+	var err error
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil {
+			break
+		}
+	}
+	for _, p := range procs {
+		p.removeFiles()
+	}
+	for _, s := range sessions {
+		s.removeFiles()
+	}
+	e.watcher.close()
+	_ = os.RemoveAll(e.procDir) // Best effort.
+	_ = os.RemoveAll(e.sessDir) // Best effort.
+	return err
+}
+
+// Subscribe registers fn for process events. fn is called from the
+// goroutine that produced the event, outside any engine lock; it must not
+// block. The returned func unregisters it.
+func (e *Engine) Subscribe(fn func(Event)) (cancel func()) {
+	e.mu.Lock()
+	id := e.nextSub
+	e.nextSub++
+	e.subs[id] = fn
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		delete(e.subs, id)
+		e.mu.Unlock()
+	}
+}
+
+func (e *Engine) emit(kind string, p *process) {
+	if p.isExec {
+		return // exec records are not announced: they answer their caller
+	}
+	ev := Event{Kind: kind, Process: p.info()}
+	e.mu.Lock()
+	fns := make([]func(Event), 0, len(e.subs))
+	for _, fn := range e.subs {
+		fns = append(fns, fn)
+	}
+	e.mu.Unlock()
+	for _, fn := range fns {
+		fn(ev)
+	}
+}
+
+// newID returns id, or a fresh one when empty; it rejects ids that cannot
+// travel safely.
+func newID(id string) (string, error) {
+	if id == "" {
+		return uuid.NewString(), nil
+	}
+	if len(id) > maxIDLen || strings.ContainsAny(id, "\x00\n\r") {
+		return "", fmt.Errorf("%w: bad id %.40q", ErrInvalid, id)
+	}
+	return id, nil
+}
+
+func (e *Engine) checkTimeout(t time.Duration) error {
+	if t < 0 || t > e.cfg.MaxTimeout {
+		return fmt.Errorf("%w: timeout %v out of range [0, %v]", ErrInvalid, t, e.cfg.MaxTimeout)
+	}
+	return nil
+}
+
+func checkCommand(cmd string) error {
+	if strings.IndexByte(cmd, 0) >= 0 {
+		return fmt.Errorf("%w: NUL byte in command", ErrInvalid)
+	}
+	return nil
+}
+
+func (e *Engine) nextName() string {
+	return fmt.Sprintf("%d", e.seq.Add(1))
+}
+
+// register reserves id for a new process record: a running one with the
+// same id is an error, an ended one is replaced.
+func (e *Engine) register(p *process) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if old, ok := e.procs[p.id]; ok {
+		if !old.ended() {
+			return fmt.Errorf("%w: process %q is running", ErrAlreadyExists, p.id)
+		}
+		e.dropLocked(old)
+	}
+	running := 0
+	for _, q := range e.procs {
+		if !q.ended() {
+			running++
+		}
+	}
+	if running >= e.cfg.MaxProcesses {
+		return fmt.Errorf("%w: %d processes running", ErrLimit, running)
+	}
+	e.procs[p.id] = p
+	return nil
+}
+
+// unregister forgets a record that never started.
+func (e *Engine) unregister(p *process) {
+	e.mu.Lock()
+	if e.procs[p.id] == p {
+		delete(e.procs, p.id)
+	}
+	e.mu.Unlock()
+}
+
+func (e *Engine) lookup(id string) (*process, error) {
+	e.mu.Lock()
+	p, ok := e.procs[id]
+	e.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: process %q", ErrNotFound, id)
+	}
+	return p, nil
+}
+
+// retire files an ended record for retention and drops the oldest past
+// the count or byte budget.
+func (e *Engine) retire(p *process) {
+	var drop []*process
+	e.mu.Lock()
+	if e.procs[p.id] == p {
+		e.ended = append(e.ended, p)
+	}
+	var total int64
+	for _, q := range e.ended {
+		total += q.retained()
+	}
+	for len(e.ended) > 0 && (len(e.ended) > e.cfg.RetainCount || total > e.cfg.RetainBytes) {
+		q := e.ended[0]
+		total -= q.retained()
+		drop = append(drop, q)
+		e.dropLocked(q)
+	}
+	e.mu.Unlock()
+	for _, q := range drop {
+		q.removeFiles()
+	}
+}
+
+// dropLocked forgets an ended record; its files are removed by the caller
+// (outside the lock) or right here for replaced ids.
+func (e *Engine) dropLocked(p *process) {
+	if e.procs[p.id] == p {
+		delete(e.procs, p.id)
+	}
+	for i, q := range e.ended {
+		if q == p {
+			e.ended = append(e.ended[:i], e.ended[i+1:]...)
+			break
+		}
+	}
+	go p.removeFiles() // the lock is held: file removal happens outside it
+}
+
+// GetProcess returns a process or exec record.
+func (e *Engine) GetProcess(id string) (ProcessInfo, error) {
+	p, err := e.lookup(id)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	return p.info(), nil
+}
+
+// ListProcesses lists what StartProcess started (not exec records),
+// oldest first; sessionID filters when not empty.
+func (e *Engine) ListProcesses(sessionID string) []ProcessInfo {
+	e.mu.Lock()
+	ps := make([]*process, 0, len(e.procs))
+	for _, p := range e.procs {
+		if !p.isExec && (sessionID == "" || p.sessionID == sessionID) {
+			ps = append(ps, p)
+		}
+	}
+	e.mu.Unlock()
+	out := make([]ProcessInfo, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
+	return out
+}
+
+// RemoveProcess forgets an ended process and deletes its output.
+func (e *Engine) RemoveProcess(id string) error {
+	e.mu.Lock()
+	p, ok := e.procs[id]
+	if !ok {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: process %q", ErrNotFound, id)
+	}
+	if !p.ended() {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: process %q is running", ErrBusy, id)
+	}
+	delete(e.procs, id)
+	for i, q := range e.ended {
+		if q == p {
+			e.ended = append(e.ended[:i], e.ended[i+1:]...)
+			break
+		}
+	}
+	e.mu.Unlock()
+	p.removeFiles()
+	return nil
+}
+
+// WaitProcess waits until the process ended and every byte of its output
+// was captured, or ctx ends (ctx.Err()).
+func (e *Engine) WaitProcess(ctx context.Context, id string) (ProcessInfo, error) {
+	p, err := e.lookup(id)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	select {
+	case <-p.done:
+		return p.info(), nil
+	case <-ctx.Done():
+		return ProcessInfo{}, ctx.Err()
+	}
+}
+
+// errorsIsAny reports whether err matches any target.
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}

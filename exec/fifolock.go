@@ -1,0 +1,76 @@
+package exec
+
+import (
+	"context"
+	"sync"
+)
+
+// fifoLock is a mutex that grants the lock in arrival order (sync.Mutex
+// does not promise that), so session commands run in the order they came.
+type fifoLock struct {
+	// mu guards held and queue.
+	mu    sync.Mutex
+	held  bool
+	queue []chan struct{} // waiters, oldest first; closed to hand over
+}
+
+// lock waits for the lock or ctx; on ctx's end the waiter leaves the queue.
+func (l *fifoLock) lock(ctx context.Context) error {
+	l.mu.Lock()
+	if !l.held && len(l.queue) == 0 {
+		l.held = true
+		l.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	l.queue = append(l.queue, ch)
+	l.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		for i, c := range l.queue {
+			if c == ch {
+				l.queue = append(l.queue[:i], l.queue[i+1:]...)
+				l.mu.Unlock()
+				return ctx.Err()
+			}
+		}
+		l.mu.Unlock()
+		// Handed over while we gave up: pass it on.
+		l.unlock()
+		return ctx.Err()
+	}
+}
+
+// unlock hands the lock to the oldest waiter, if any.
+func (l *fifoLock) unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) == 0 {
+		l.held = false
+		return
+	}
+	ch := l.queue[0]
+	l.queue = l.queue[1:]
+	close(ch) // held stays true: ownership moves to the waiter
+}
+
+// locked reports whether someone holds the lock.
+func (l *fifoLock) locked() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+// tryLock takes the lock only if it is free and nobody waits.
+func (l *fifoLock) tryLock() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held || len(l.queue) > 0 {
+		return false
+	}
+	l.held = true
+	return true
+}

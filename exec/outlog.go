@@ -1,0 +1,196 @@
+package exec
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// outputLog is one stream of one process: a ring file that keeps the last
+// limit bytes, addressed by absolute offsets counted from 0. One goroutine
+// appends (the stream's drain); any number read concurrently. The file is
+// created on the first byte, so silent commands touch no disk.
+type outputLog struct {
+	path  string
+	limit int64
+
+	// mu guards the fields below. It is held only for bookkeeping, never
+	// across file I/O.
+	mu       sync.Mutex
+	f        *os.File
+	end      int64 // bytes durably in the file (readable)
+	reserved int64 // end plus the append in progress: bytes below reserved-limit may be overwritten
+	done     bool  // no more appends
+	removed  bool
+	waited   bool          // someone holds wake: replace it on the next change
+	wake     chan struct{} // closed on append or finish
+}
+
+func newOutputLog(path string, limit int64) *outputLog {
+	return &outputLog{path: path, limit: limit, wake: make(chan struct{})}
+}
+
+// append writes p at the end of the log, overwriting the oldest bytes once
+// the ring is full. Only the drain goroutine calls it.
+func (l *outputLog) append(p []byte) error {
+	for len(p) > 0 {
+		chunk := p
+		if int64(len(chunk)) > l.limit {
+			// More than the ring holds: only the tail survives anyway,
+			// but account for every byte.
+			chunk = chunk[:l.limit]
+		}
+		if err := l.appendChunk(chunk); err != nil {
+			return err
+		}
+		p = p[len(chunk):]
+	}
+	return nil
+}
+
+func (l *outputLog) appendChunk(p []byte) error {
+	l.mu.Lock()
+	if l.removed {
+		l.mu.Unlock()
+		return os.ErrClosed
+	}
+	if l.f == nil {
+		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			l.mu.Unlock()
+			return fmt.Errorf("exec: output log: %w", err)
+		}
+		l.f = f
+	}
+	f, start := l.f, l.end
+	l.reserved = start + int64(len(p))
+	l.mu.Unlock()
+
+	pos := start % l.limit
+	first := p
+	if rest := l.limit - pos; int64(len(p)) > rest {
+		first = p[:rest]
+	}
+	if _, err := f.WriteAt(first, pos); err != nil {
+		return fmt.Errorf("exec: output log: %w", err)
+	}
+	if len(first) < len(p) {
+		if _, err := f.WriteAt(p[len(first):], 0); err != nil {
+			return fmt.Errorf("exec: output log: %w", err)
+		}
+	}
+
+	l.mu.Lock()
+	l.end = l.reserved
+	l.notifyLocked()
+	l.mu.Unlock()
+	return nil
+}
+
+// notifyLocked wakes waiters. Callers hold mu.
+func (l *outputLog) notifyLocked() {
+	if l.waited {
+		close(l.wake)
+		l.wake = make(chan struct{})
+		l.waited = false
+	}
+}
+
+// finish marks the log complete: followers get EOF once they reach end.
+func (l *outputLog) finish() {
+	l.mu.Lock()
+	l.done = true
+	l.waited = true
+	l.notifyLocked()
+	l.mu.Unlock()
+}
+
+// state returns the retained window [first, end), whether the log is
+// complete, and a channel closed at the next change.
+func (l *outputLog) state() (first, end int64, done bool, wake <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waited = true
+	return l.firstLocked(), l.end, l.done, l.wake
+}
+
+// bounds returns the retained window and completion without arming a wake.
+func (l *outputLog) bounds() (first, end int64, done bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.firstLocked(), l.end, l.done
+}
+
+func (l *outputLog) firstLocked() int64 {
+	if l.reserved > l.limit {
+		return l.reserved - l.limit
+	}
+	return 0
+}
+
+// retained is the number of bytes the log keeps on disk.
+func (l *outputLog) retained() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return min(l.end, l.limit)
+}
+
+// readAt copies retained bytes starting at off into p. It returns the
+// number of bytes copied and the first retained offset; if off < first,
+// nothing is copied (the caller reports a gap). It never blocks.
+func (l *outputLog) readAt(p []byte, off int64) (n int, first int64, err error) {
+	l.mu.Lock()
+	f, end, removed := l.f, l.end, l.removed
+	first = l.firstLocked()
+	l.mu.Unlock()
+	if removed {
+		return 0, first, os.ErrClosed
+	}
+	if off < first {
+		return 0, first, nil
+	}
+	if off >= end || f == nil {
+		return 0, first, nil
+	}
+	want := min(int64(len(p)), end-off)
+	pos := off % l.limit
+	head := want
+	if rest := l.limit - pos; head > rest {
+		head = rest
+	}
+	if _, err := f.ReadAt(p[:head], pos); err != nil && err != io.EOF {
+		return 0, first, fmt.Errorf("exec: output log: %w", err)
+	}
+	if head < want {
+		if _, err := f.ReadAt(p[head:want], 0); err != nil && err != io.EOF {
+			return 0, first, fmt.Errorf("exec: output log: %w", err)
+		}
+	}
+	// The appender may have overwritten the oldest part while we read.
+	l.mu.Lock()
+	first2 := l.firstLocked()
+	l.mu.Unlock()
+	if off < first2 {
+		// Overwritten while we read: report the new window; the caller
+		// sees off < first and reports a gap.
+		return 0, first2, nil
+	}
+	return int(want), first, nil
+}
+
+// remove deletes the file; later reads fail.
+func (l *outputLog) remove() {
+	l.mu.Lock()
+	f := l.f
+	l.f = nil
+	l.removed = true
+	l.done = true
+	l.waited = true
+	l.notifyLocked()
+	l.mu.Unlock()
+	if f != nil {
+		_ = f.Close()         // Best effort.
+		_ = os.Remove(l.path) // Best effort.
+	}
+}

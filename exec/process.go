@@ -1,0 +1,320 @@
+package exec
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+const killTERM = syscall.SIGTERM
+
+// process is one record: a started process or an exec (stateless or in a
+// session). Its output lives in two logs; done is closed once the exit is
+// recorded, which happens only after both logs are complete.
+type process struct {
+	id, instance, command, sessionID string
+	isExec                           bool
+	startedAt                        time.Time
+	logs                             [2]*outputLog // Stdout, Stderr
+	done                             chan struct{}
+	// killTree ends the record's tree; signal sends one signal to it.
+	// Both are set before the record is visible and never change.
+	killTree func(sig syscall.Signal, grace time.Duration) error
+	signal   func(sig syscall.Signal) error
+
+	// mu guards the fields below. Never held across a kill or a write to
+	// stdin (a pipe that may be full).
+	mu          sync.Mutex
+	pid         int
+	status      string
+	exitCode    *int
+	sigName     string
+	endedAt     *time.Time
+	stdin       *os.File // nil when not writable
+	killed      bool     // a kill was requested: an end by signal reads "killed"
+	timedOut    bool
+	extraFiles  []string // command and snapshot files to remove with the record
+	filesGone   bool
+	stdinWriter sync.Mutex // serializes stdin writes; taken before mu, never under it
+}
+
+func (e *Engine) newProcess(id, command, sessionID string, isExec bool, limit int64) *process {
+	name := e.nextName()
+	base := e.procDir + "/" + name
+	return &process{
+		id: id, instance: uuid.NewString(), command: command, sessionID: sessionID,
+		isExec: isExec, startedAt: time.Now(), status: StatusRunning,
+		logs: [2]*outputLog{
+			newOutputLog(base+".out", limit),
+			newOutputLog(base+".err", limit),
+		},
+		done: make(chan struct{}),
+	}
+}
+
+func (p *process) log(s Stream) *outputLog {
+	if s == Stderr {
+		return p.logs[1]
+	}
+	return p.logs[0]
+}
+
+func (p *process) ended() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *process) info() ProcessInfo {
+	_, outEnd, _ := p.logs[0].bounds()
+	_, errEnd, _ := p.logs[1].bounds()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := ProcessInfo{
+		ID: p.id, Instance: p.instance, Pid: p.pid, Command: p.command,
+		SessionID: p.sessionID, Status: p.status, Signal: p.sigName,
+		StartedAt: p.startedAt, StdoutBytes: outEnd, StderrBytes: errEnd,
+	}
+	if p.exitCode != nil {
+		c := *p.exitCode
+		in.ExitCode = &c
+	}
+	if p.endedAt != nil {
+		t := *p.endedAt
+		in.EndedAt = &t
+	}
+	return in
+}
+
+// finish records the exit. code < 0 means ended by sig. Callers have
+// completed both logs first, so the byte counts are final.
+func (p *process) finish(code int, sig syscall.Signal, sigName string) {
+	now := time.Now()
+	p.mu.Lock()
+	p.endedAt = &now
+	switch {
+	case p.timedOut:
+		p.status = StatusTimedOut
+	case p.killed && code < 0:
+		p.status = StatusKilled
+	default:
+		p.status = StatusExited
+	}
+	if code >= 0 && !p.timedOut {
+		c := code
+		p.exitCode = &c
+	} else if sig != 0 {
+		p.sigName = sigName
+	}
+	stdin := p.stdin
+	p.stdin = nil
+	p.mu.Unlock()
+	if stdin != nil {
+		_ = stdin.Close() // Best effort: the reader is gone.
+	}
+	close(p.done)
+}
+
+// failStart records a start failure: never running, never exit 0.
+func (p *process) failStart() {
+	now := time.Now()
+	p.mu.Lock()
+	p.status = StatusFailedToStart
+	p.endedAt = &now
+	p.mu.Unlock()
+	p.logs[0].finish()
+	p.logs[1].finish()
+	close(p.done)
+}
+
+func (p *process) retained() int64 {
+	return p.logs[0].retained() + p.logs[1].retained()
+}
+
+func (p *process) removeFiles() {
+	p.mu.Lock()
+	files := p.extraFiles
+	p.extraFiles = nil
+	p.filesGone = true
+	p.mu.Unlock()
+	p.logs[0].remove()
+	p.logs[1].remove()
+	for _, f := range files {
+		_ = os.Remove(f) // Best effort.
+	}
+}
+
+// kill ends the record's tree; byUser marks an end by signal as "killed".
+func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) error {
+	if p.ended() {
+		return nil
+	}
+	if byUser {
+		p.mu.Lock()
+		p.killed = true
+		p.mu.Unlock()
+	}
+	if p.killTree == nil {
+		return nil
+	}
+	return p.killTree(sig, grace)
+}
+
+// KillProcess ends the whole tree of a process: sig to every member, then
+// SIGKILL after grace. It returns once the tree is gone or SIGKILLed. An
+// ended process is not an error.
+func (e *Engine) KillProcess(id string, sig syscall.Signal, grace time.Duration) error {
+	p, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	if sig == 0 {
+		sig = killTERM
+	}
+	if grace < 0 {
+		return fmt.Errorf("%w: negative grace", ErrInvalid)
+	}
+	return p.kill(sig, grace, true)
+}
+
+// SignalProcess sends one signal to a running process's process group
+// (channel CTRL "signal"). An ended process is not an error.
+func (e *Engine) SignalProcess(id string, sig syscall.Signal) error {
+	p, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	if p.ended() || p.signal == nil {
+		return nil
+	}
+	return p.signal(sig)
+}
+
+// HasStdin reports whether the process has a writable stdin now.
+func (e *Engine) HasStdin(id string) bool {
+	p, err := e.lookup(id)
+	if err != nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdin != nil
+}
+
+// WriteStdin writes to a process started with Stdin. It may block while
+// the pipe is full; writes are serialized.
+func (e *Engine) WriteStdin(id string, b []byte) (int, error) {
+	p, err := e.lookup(id)
+	if err != nil {
+		return 0, err
+	}
+	p.stdinWriter.Lock()
+	defer p.stdinWriter.Unlock()
+	p.mu.Lock()
+	f := p.stdin
+	p.mu.Unlock()
+	if f == nil {
+		return 0, fmt.Errorf("%w: process %q", ErrNotWritable, id)
+	}
+	n, err := f.Write(b)
+	if err != nil {
+		return n, fmt.Errorf("%w: %v", ErrNotWritable, err)
+	}
+	return n, nil
+}
+
+// CloseStdin closes a process's stdin: its readers get EOF.
+func (e *Engine) CloseStdin(id string) error {
+	p, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	f := p.stdin
+	p.stdin = nil
+	p.mu.Unlock()
+	if f == nil {
+		return fmt.Errorf("%w: process %q", ErrNotWritable, id)
+	}
+	// Close unblocks a concurrent Write (it is on the netpoller).
+	return f.Close()
+}
+
+// ReadOutput returns up to length retained bytes of a stream from offset
+// from (clamped into the retained window), with the window [first, end).
+// length 0 returns only the window.
+func (e *Engine) ReadOutput(id string, stream Stream, from, length int64) (data []byte, first, end int64, err error) {
+	p, err := e.lookup(id)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if stream != Stdout && stream != Stderr {
+		return nil, 0, 0, fmt.Errorf("%w: stream %d", ErrInvalid, stream)
+	}
+	if from < 0 || length < 0 {
+		return nil, 0, 0, fmt.Errorf("%w: negative offset or length", ErrInvalid)
+	}
+	l := p.log(stream)
+	for range 8 { // the window can move under a reader; retry a few times
+		first, end, _ = l.bounds()
+		if length == 0 {
+			return nil, first, end, nil
+		}
+		off := max(from, first)
+		if off >= end {
+			return []byte{}, first, end, nil
+		}
+		buf := make([]byte, min(length, end-off))
+		n, first2, rerr := l.readAt(buf, off)
+		if rerr != nil {
+			return nil, first, end, fmt.Errorf("%w: output of %q removed", ErrNotFound, id)
+		}
+		if n == 0 && off < first2 {
+			continue
+		}
+		return buf[:n], first2, end, nil
+	}
+	return []byte{}, first, end, nil
+}
+
+// OpenOutput follows a stream from offset from; see [OutputReader].
+func (e *Engine) OpenOutput(id string, stream Stream, from int64) (*OutputReader, error) {
+	p, err := e.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	if stream != Stdout && stream != Stderr {
+		return nil, fmt.Errorf("%w: stream %d", ErrInvalid, stream)
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("%w: negative offset", ErrInvalid)
+	}
+	return newOutputReader(p.log(stream), stream, from), nil
+}
+
+// headOf returns the first max bytes of a stream (or the retained start,
+// if the head was dropped) and whether more bytes exist.
+func headOf(l *outputLog, max int) ([]byte, bool) {
+	first, end, _ := l.bounds()
+	n := min(end-first, int64(max))
+	buf := make([]byte, n)
+	got := 0
+	for got < int(n) {
+		k, _, err := l.readAt(buf[got:], first+int64(got))
+		if err != nil || k == 0 {
+			break
+		}
+		got += k
+	}
+	return buf[:got], int64(got) < end
+}
+
+var _ io.Reader = (*OutputReader)(nil)

@@ -1,0 +1,281 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/muxd/muxd/internal/proc"
+	"golang.org/x/sys/unix"
+)
+
+// shellName matches names a shell can assign (per-command overrides in a
+// session are shell assignments, not an exec environment).
+var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// overrideScript wraps a session command so that its cwd and env
+// overrides hold for this command only: the previous values come back
+// after it, whatever it did to them.
+func overrideScript(userPath, cwd string, env map[string]*string) (string, error) {
+	names := make([]string, 0, len(env))
+	for k := range env {
+		if !shellName.MatchString(k) {
+			return "", fmt.Errorf("%w: env name %.40q", ErrInvalid, k)
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, k := range names {
+		fmt.Fprintf(&b, "__muxd_o%d=${%s-}; __muxd_s%d=${%s+1}; ", i, k, i, k)
+		if v := env[k]; v != nil {
+			if strings.IndexByte(*v, 0) >= 0 {
+				return "", fmt.Errorf("%w: NUL in env %s", ErrInvalid, k)
+			}
+			fmt.Fprintf(&b, "\\builtin export %s=%s\n", k, shQuote(*v))
+		} else {
+			fmt.Fprintf(&b, "\\builtin unset %s\n", k)
+		}
+	}
+	if cwd != "" {
+		fmt.Fprintf(&b, "if \\builtin pushd -- %s >/dev/null; then \\builtin source %s; __muxd_rc=$?; \\builtin popd >/dev/null 2>&1; else __muxd_rc=1; fi\n", shQuote(cwd), shQuote(userPath))
+	} else {
+		fmt.Fprintf(&b, "\\builtin source %s\n__muxd_rc=$?\n", shQuote(userPath))
+	}
+	for i, k := range names {
+		fmt.Fprintf(&b, "if [[ -n ${__muxd_s%d-} ]]; then \\builtin export %s=\"$__muxd_o%d\"; else \\builtin unset %s; fi; \\builtin unset __muxd_o%d __muxd_s%d\n", i, k, i, k, i, i)
+	}
+	b.WriteString("\\builtin return $__muxd_rc\n")
+	return b.String(), nil
+}
+
+// cmdFIFOs are one command's output FIFOs: read ends on the netpoller,
+// plus our own write ends that keep EOF away until the command is done.
+type cmdFIFOs struct {
+	paths [2]string
+	read  [2]*os.File
+	hold  [2]*os.File
+}
+
+func makeFIFOs(dir string, seq uint64) (*cmdFIFOs, error) {
+	c := &cmdFIFOs{}
+	for i, suf := range []string{".o", ".e"} {
+		path := filepath.Join(dir, strconv.FormatUint(seq, 10)+suf)
+		if err := unix.Mkfifo(path, 0o600); err != nil {
+			c.close()
+			return nil, fmt.Errorf("exec: fifo: %w", err)
+		}
+		c.paths[i] = path
+		rfd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("exec: fifo: %w", err)
+		}
+		c.read[i] = os.NewFile(uintptr(rfd), path)
+		wfd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("exec: fifo: %w", err)
+		}
+		c.hold[i] = os.NewFile(uintptr(wfd), path)
+	}
+	return c, nil
+}
+
+// close releases what drains did not take over and unlinks the FIFOs.
+func (c *cmdFIFOs) close() {
+	for i := range c.paths {
+		if c.read[i] != nil {
+			_ = c.read[i].Close() // Best effort.
+		}
+		if c.hold[i] != nil {
+			_ = c.hold[i].Close() // Best effort.
+		}
+		c.unlink(i)
+	}
+}
+
+func (c *cmdFIFOs) unlink(i int) {
+	if c.paths[i] != "" {
+		_ = os.Remove(c.paths[i]) // Best effort.
+	}
+}
+
+// execSession runs a command in a session's shell, in its turn.
+func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (ExecResult, error) {
+	s, err := e.session(req.SessionID)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if req.Cwd != "" {
+		if err := checkDir(req.Cwd); err != nil {
+			return ExecResult{}, err
+		}
+	}
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = s.timeout
+	}
+	if err := s.turn.lock(ctx); err != nil {
+		return ExecResult{}, err
+	}
+	defer s.turn.unlock()
+	if err := s.alive(); err != nil {
+		return ExecResult{}, err
+	}
+	start := time.Now()
+	s.seq++ // reserve a name for this command's files
+	seq := s.seq
+	base := filepath.Join(s.dir, "u"+strconv.FormatUint(seq, 10))
+	text := req.Command
+	if req.Cwd != "" || len(req.Env) > 0 {
+		userPath := base + ".sh"
+		if err := os.WriteFile(userPath, []byte(req.Command), 0o600); err != nil {
+			return ExecResult{}, fmt.Errorf("exec: command file: %w", err)
+		}
+		defer os.Remove(userPath)
+		if text, err = overrideScript(userPath, req.Cwd, req.Env); err != nil {
+			return ExecResult{}, err
+		}
+	}
+	stdinPath := "/dev/null"
+	if req.Stdin != nil {
+		stdinPath = base + ".in"
+		if err := os.WriteFile(stdinPath, req.Stdin, 0o600); err != nil {
+			return ExecResult{}, fmt.Errorf("exec: stdin: %w", err)
+		}
+		defer os.Remove(stdinPath)
+	}
+	fifos, err := makeFIFOs(s.dir, seq)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	p := e.newProcess(id, req.Command, s.id, true, e.cfg.DefaultOutputLimit)
+	p.pid = s.child.Pid
+	p.signal = s.child.SignalGroup
+	p.killTree = func(sig syscall.Signal, _ time.Duration) error {
+		if sig == unix.SIGINT {
+			s.interrupt()
+			return nil
+		}
+		s.kill("session command killed")
+		return nil
+	}
+	if err := e.register(p); err != nil {
+		fifos.close()
+		return ExecResult{}, err
+	}
+	var drains [2]*drain
+	for i := range drains {
+		drains[i] = startDrainHold(fifos.read[i], fifos.hold[i], p.logs[i])
+		fifos.read[i], fifos.hold[i] = nil, nil // the drain owns them
+	}
+	s.setBusy(true)
+	o, _, rtErr := s.roundTrip(ctx, text, stdinPath, fifos.paths[0], fifos.paths[1], timeout)
+	s.setBusy(false)
+	for i, d := range drains {
+		d.stop()
+		p.logs[i].finish()
+	}
+	fifos.close()
+	if rtErr != nil {
+		p.failStart()
+		e.retire(p)
+		return ExecResult{}, rtErr
+	}
+	switch {
+	case o.timedOut:
+		p.mu.Lock()
+		p.timedOut = true
+		p.mu.Unlock()
+		p.finish(-1, 0, "")
+	case o.died && o.sig != 0:
+		p.finish(-1, o.sig, proc.SignalName(o.sig))
+	default:
+		p.finish(o.code, 0, "")
+	}
+	if o.died && !o.timedOut {
+		s.noteDeath(p)
+	}
+	e.retire(p)
+	return e.result(p, req.MaxOutput, time.Since(start)), nil
+}
+
+// noteDeath adds bash's last words (the command's last stderr line, e.g.
+// "X: parameter null or not set") to the dead session's reason.
+func (s *session) noteDeath(p *process) {
+	errOut, _ := headOf(p.logs[1], tailSize)
+	l := lastLine(errOut)
+	if l == "" {
+		return
+	}
+	s.mu.Lock()
+	if !strings.Contains(s.deadReason, l) {
+		s.deadReason += ": " + l
+	}
+	s.mu.Unlock()
+}
+
+// snapshot captures the session's state as a restore script, in its turn.
+func (s *session) snapshot(ctx context.Context, path string) error {
+	if err := s.turn.lock(ctx); err != nil {
+		return err
+	}
+	defer s.turn.unlock()
+	if err := s.alive(); err != nil {
+		return err
+	}
+	o, _, err := s.roundTrip(ctx, snapshotScript, "/dev/null", path, "/dev/null", 0)
+	if err != nil {
+		return err
+	}
+	if o.died {
+		return fmt.Errorf("%w: session %q ended during the snapshot", ErrSessionDead, s.id)
+	}
+	return nil
+}
+
+// SessionState returns a session's cwd and exported environment, for a
+// terminal started from it. While a command runs, it does not wait: it
+// reads the shell's cwd from /proc and returns the environment the session
+// was created with.
+func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
+	s, err := e.session(id)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := s.alive(); err != nil {
+		return "", nil, err
+	}
+	if !s.turn.tryLock() {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", s.child.Pid))
+		if err != nil {
+			cwd = s.cwd
+		}
+		env, _ := e.buildEnv(e.cfg.BaseEnv, nil)
+		return cwd, env, nil
+	}
+	defer s.turn.unlock()
+	path := filepath.Join(s.dir, "state")
+	defer os.Remove(path)
+	o, _, err := s.roundTrip(context.Background(), stateScript, "/dev/null", path, "/dev/null", 5*time.Second)
+	if err != nil {
+		return "", nil, err
+	}
+	if o.died {
+		return "", nil, fmt.Errorf("%w: session %q", ErrSessionDead, id)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("exec: session state: %w", err)
+	}
+	parts := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	return parts[0], parts[1:], nil
+}

@@ -1,0 +1,385 @@
+package exec
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/muxd/muxd/internal/proc"
+	"golang.org/x/sys/unix"
+)
+
+// session is one persistent bash fed through a stdin pipe.
+type session struct {
+	e         *Engine
+	id, cwd   string
+	createdAt time.Time
+	timeout   time.Duration // default per command; 0 = none
+	dir       string        // command files, FIFOs and exit records
+	child     *proc.Process
+	stdin     *os.File    // command lines; written only by the turn holder
+	markers   chan string // lines from the control fd; closed at the shell's end
+	shellOut  *tail       // the shell's own stdout/stderr (traces, dying words)
+
+	// turn is the session lock: one command at a time, arrival order. Kill,
+	// interrupt and list never take it.
+	turn fifoLock
+	seq  uint64 // command sequence; touched only by the turn holder
+
+	// mu guards the fields below; never held across a kill or a write.
+	mu         sync.Mutex
+	busy       bool
+	dead       bool
+	deadReason string
+	killing    string // why the engine is killing the shell, if it is
+}
+
+// CreateSession starts a session shell and waits until it answers.
+func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionInfo, error) {
+	id, err := newID(o.ID)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	if err := e.checkTimeout(o.CommandTimeout); err != nil {
+		return SessionInfo{}, err
+	}
+	env, err := e.buildEnv(e.cfg.BaseEnv, o.Env)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	cwd := o.Cwd
+	if checkDir(cwd) != nil || cwd == "" {
+		cwd = homeOf(env)
+	}
+	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout,
+		markers: make(chan string, 4), shellOut: &tail{}}
+
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return SessionInfo{}, ErrClosed
+	case e.sessions[id] != nil:
+		e.mu.Unlock()
+		return SessionInfo{}, fmt.Errorf("%w: session %q", ErrAlreadyExists, id)
+	case len(e.sessions) >= e.cfg.MaxSessions:
+		e.mu.Unlock()
+		return SessionInfo{}, fmt.Errorf("%w: %d sessions", ErrLimit, len(e.sessions))
+	}
+	e.sessions[id] = s // reserve the id while the shell starts
+	e.mu.Unlock()
+
+	if err := s.start(env); err != nil {
+		e.mu.Lock()
+		delete(e.sessions, id)
+		e.mu.Unlock()
+		s.removeFiles()
+		return SessionInfo{}, err
+	}
+	// One round trip proves the shell reads its commands.
+	if err := s.turn.lock(ctx); err != nil {
+		_ = e.DeleteSession(id)
+		return SessionInfo{}, err
+	}
+	_, _, err = s.roundTrip(ctx, ":", "/dev/null", "/dev/null", "/dev/null", 0)
+	s.turn.unlock()
+	if err != nil {
+		_ = e.DeleteSession(id)
+		return SessionInfo{}, err
+	}
+	return s.info(), nil
+}
+
+func homeOf(env []string) string {
+	for _, kv := range env {
+		if len(kv) > 5 && kv[:5] == "HOME=" && checkDir(kv[5:]) == nil {
+			return kv[5:]
+		}
+	}
+	if h, err := os.UserHomeDir(); err == nil && checkDir(h) == nil {
+		return h
+	}
+	return "/"
+}
+
+// start spawns the shell with its command pipe, control pipe and output.
+func (s *session) start(env []string) error {
+	s.dir = filepath.Join(s.e.sessDir, s.e.nextName())
+	if err := os.Mkdir(s.dir, 0o700); err != nil {
+		return fmt.Errorf("exec: session dir: %w", err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("exec: pipe: %w", err)
+	}
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return fmt.Errorf("exec: pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, ctlR, ctlW)
+		return fmt.Errorf("exec: pipe: %w", err)
+	}
+	child, err := proc.Start(proc.Spec{
+		Path: s.e.cfg.Shell, Args: []string{"bash", "--noprofile", "--norc"},
+		Dir: s.cwd, Env: env, Stdin: inR, Stdout: outW, Stderr: outW,
+		ExtraFiles: []*os.File{ctlW},
+	})
+	closeAll(inR, ctlW, outW)
+	if err != nil {
+		closeAll(inW, ctlR, outR)
+		return fmt.Errorf("exec: start session shell: %w", err)
+	}
+	s.child, s.stdin = child, inW
+	s.e.watcher.addDir(s.dir)
+	go copyTail(s.shellOut, outR)
+	go s.readMarkers(ctlR)
+	return nil
+}
+
+// readMarkers forwards control lines until the shell (the only holder of
+// the control pipe) ends.
+func (s *session) readMarkers(r *os.File) {
+	defer close(s.markers)
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		s.markers <- line
+	}
+}
+
+// outcome of one command in the shell.
+type outcome struct {
+	code     int            // $? of the group, or the shell's exit code
+	sig      syscall.Signal // the shell's signal when it died of one
+	died     bool           // the shell ended
+	timedOut bool
+}
+
+// roundTrip runs one command text in the shell and waits for its end.
+// The caller holds the turn. Output goes to the given paths (FIFOs or
+// files) and drains are the caller's business.
+func (s *session) roundTrip(ctx context.Context, text, stdinPath, outPath, errPath string, timeout time.Duration) (outcome, string, error) {
+	if err := s.alive(); err != nil {
+		return outcome{}, "", err
+	}
+	s.seq++
+	seq := s.seq
+	cmdPath := filepath.Join(s.dir, "cmd")
+	if err := os.WriteFile(cmdPath, []byte(text), 0o600); err != nil {
+		return outcome{}, "", fmt.Errorf("exec: command file: %w", err)
+	}
+	exitPath := filepath.Join(s.dir, strconv.FormatUint(seq, 10)+".exit")
+	exitCh, cancelWatch := s.e.watcher.watch(exitPath)
+	defer func() {
+		cancelWatch()
+		_ = os.Remove(exitPath) // Best effort: usually never written.
+	}()
+	line := wrapperLine(cmdPath, stdinPath, outPath, errPath, exitPath, seq)
+	if _, err := s.stdin.WriteString(line); err != nil {
+		return s.waitDeath(), "", nil
+	}
+
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	cancelled := ctx.Done()
+	for {
+		select {
+		case m, ok := <-s.markers:
+			if !ok {
+				return s.waitDeath(), "", nil
+			}
+			got, code, ok := parseMarker(m)
+			if ok && got == seq {
+				return outcome{code: code}, "", nil
+			}
+		case code := <-exitCh:
+			return outcome{code: code}, "", nil
+		case <-s.child.Done():
+			return s.waitDeath(), "", nil
+		case <-timer:
+			s.kill("command timed out after " + timeout.String())
+			o := s.waitDeath()
+			o.timedOut = true
+			return o, "", nil
+		case <-cancelled:
+			// rpc.cancel: Ctrl-C first; a command that ignores it costs
+			// the session after the grace.
+			cancelled = nil
+			s.interrupt()
+			grace := time.NewTimer(s.e.cfg.KillGrace)
+			defer grace.Stop()
+			timer = grace.C
+		}
+	}
+}
+
+// waitDeath collects the shell's end after it died (or is dying).
+func (s *session) waitDeath() outcome {
+	<-s.child.Done()
+	st := s.child.Status()
+	s.markDead(st)
+	return outcome{code: st.Code, sig: st.Signal, died: true}
+}
+
+func (s *session) markDead(st proc.Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return
+	}
+	s.dead = true
+	if s.killing != "" {
+		s.deadReason = s.killing
+		return
+	}
+	s.deadReason = "shell ended: " + st.String()
+	if l := s.shellOut.lastLine(); l != "" {
+		s.deadReason += ": " + l
+	}
+}
+
+func (s *session) alive() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return fmt.Errorf("%w: session %q: %s", ErrSessionDead, s.id, s.deadReason)
+	}
+	select {
+	case <-s.child.Done():
+		return fmt.Errorf("%w: session %q: shell ended", ErrSessionDead, s.id)
+	default:
+	}
+	return nil
+}
+
+// kill ends the shell and every descendant; the session is dead.
+func (s *session) kill(reason string) {
+	s.mu.Lock()
+	if s.killing == "" && !s.dead {
+		s.killing = reason
+	}
+	s.mu.Unlock()
+	if s.child == nil {
+		return
+	}
+	_ = s.child.KillTree(killTERM, s.e.cfg.KillGrace) // Best effort: it may be gone.
+	<-s.child.Done()
+	s.markDead(s.child.Status())
+	_ = s.stdin.Close() // Best effort.
+}
+
+// interrupt is Ctrl-C: SIGINT to the shell's process group (the shell and
+// its foreground commands); the wrapper's trap returns from the command.
+func (s *session) interrupt() {
+	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
+}
+
+func (s *session) info() SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	alive := !s.dead
+	if alive && s.child != nil {
+		select {
+		case <-s.child.Done():
+			alive = false
+		default:
+		}
+	}
+	return SessionInfo{ID: s.id, Cwd: s.cwd, Alive: alive, Busy: s.busy,
+		CreatedAt: s.createdAt, DeadReason: s.deadReason}
+}
+
+func (s *session) setBusy(b bool) {
+	s.mu.Lock()
+	s.busy = b
+	s.mu.Unlock()
+}
+
+func (s *session) removeFiles() {
+	if s.dir != "" {
+		s.e.watcher.removeDir(s.dir)
+		_ = os.RemoveAll(s.dir) // Best effort.
+	}
+}
+
+func (e *Engine) session(id string) (*session, error) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	return s, nil
+}
+
+// ListSessions lists sessions, oldest first.
+func (e *Engine) ListSessions() []SessionInfo {
+	e.mu.Lock()
+	ss := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		ss = append(ss, s)
+	}
+	e.mu.Unlock()
+	out := make([]SessionInfo, 0, len(ss))
+	for _, s := range ss {
+		if s.child != nil {
+			out = append(out, s.info())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// InterruptSession is Ctrl-C for the running command: it is aborted (its
+// exec returns 130), the shell survives with its state. Idle: no-op.
+func (e *Engine) InterruptSession(id string) error {
+	s, err := e.session(id)
+	if err != nil {
+		return err
+	}
+	if err := s.alive(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	busy := s.busy
+	s.mu.Unlock()
+	if busy {
+		s.interrupt()
+	}
+	return nil
+}
+
+// DeleteSession kills the shell and everything its commands started (not
+// the processes started from its snapshots) and removes its files.
+func (e *Engine) DeleteSession(id string) error {
+	e.mu.Lock()
+	s := e.sessions[id]
+	if s != nil {
+		delete(e.sessions, id)
+	}
+	e.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("%w: session %q", ErrNotFound, id)
+	}
+	s.kill("session deleted")
+	s.removeFiles()
+	return nil
+}
