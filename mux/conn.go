@@ -263,11 +263,20 @@ func (c *Conn) wakeBudgetLocked() {
 }
 
 // outputCapLocked is the budget available to queued output and RPC
-// bodies: what input grants leave.
-func (c *Conn) outputCapLocked() int64 { return c.cfg.ConnBudget - c.inputGranted }
+// bodies: what input grants leave, never under a quarter of the budget.
+func (c *Conn) outputCapLocked() int64 {
+	return max(c.cfg.ConnBudget-c.inputGranted, c.cfg.ConnBudget/4)
+}
 
-// inputCap is the most input credit granted across channels.
-func (c *Conn) inputCap() int64 { return c.cfg.ConnBudget / 2 }
+// inputGrantLocked is the input credit for a writable channel opened now:
+// the full InputWindow while grants stay within half the budget, then a
+// small window (4 KiB) so later channels still work, and 0 once grants
+// would eat into the last quarter of the budget (kept for output).
+func (c *Conn) inputGrantLocked() int64 {
+	win := int64(c.cfg.InputWindow)
+	g := min(win, max(c.cfg.ConnBudget/2-c.inputGranted, min(win, 4<<10)))
+	return max(0, min(g, c.cfg.ConnBudget*3/4-c.inputGranted))
+}
 
 // enqueueLocked queues a frame of q and schedules q.
 func (c *Conn) enqueueLocked(q *sendQueue, f *outFrame) {

@@ -63,7 +63,7 @@ func (c *Conn) runOpen(fn OpenHandler, ch *Channel, params json.RawMessage) {
 		return
 	}
 	if ch.inputEnabled {
-		ch.granted = min(int64(c.cfg.InputWindow), max(0, c.inputCap()-c.inputGranted))
+		ch.granted = c.inputGrantLocked()
 		c.inputGranted += ch.granted
 		ch.recvAvail = ch.granted
 	}
