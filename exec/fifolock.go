@@ -9,14 +9,16 @@ import (
 // does not promise that), so session commands run in the order they came.
 type fifoLock struct {
 	// mu guards held and queue.
-	mu    sync.Mutex
-	held  bool
-	queue []chan struct{} // waiters, oldest first; closed to hand over
+	mu      sync.Mutex
+	held    bool
+	queue   []chan struct{} // waiters, oldest first; closed to hand over
+	arrived uint64          // lock calls so far (tests observe arrival order)
 }
 
 // lock waits for the lock or ctx; on ctx's end the waiter leaves the queue.
 func (l *fifoLock) lock(ctx context.Context) error {
 	l.mu.Lock()
+	l.arrived++
 	if !l.held && len(l.queue) == 0 {
 		l.held = true
 		l.mu.Unlock()
@@ -73,4 +75,11 @@ func (l *fifoLock) tryLock() bool {
 	}
 	l.held = true
 	return true
+}
+
+// arrivals is the number of lock calls so far.
+func (l *fifoLock) arrivals() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.arrived
 }

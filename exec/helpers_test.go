@@ -1,0 +1,152 @@
+package exec
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// newTestEngine returns an engine on a temp data dir, closed at cleanup.
+func newTestEngine(t testing.TB, mod ...func(*Config)) *Engine {
+	t.Helper()
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "data"), KillGrace: 200 * time.Millisecond}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return e
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// recvOrTimeout receives from ch or fails the test after d.
+func recvOrTimeout[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+		var zero T
+		return zero
+	}
+}
+
+func mustExec(t testing.TB, e *Engine, req ExecRequest) ExecResult {
+	t.Helper()
+	r, err := e.Exec(ctxT(t, 20*time.Second), req)
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", req.Command, err)
+	}
+	return r
+}
+
+func code(r ExecResult) int {
+	if r.ExitCode == nil {
+		return -1
+	}
+	return *r.ExitCode
+}
+
+func newSession(t testing.TB, e *Engine, o SessionOptions) string {
+	t.Helper()
+	info, err := e.CreateSession(ctxT(t, 10*time.Second), o)
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return info.ID
+}
+
+func strp(s string) *string { return &s }
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// pidAlive reports whether pid exists and is not a zombie.
+func pidAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func isLong() bool { return os.Getenv("MUXD_TEST_LONG") == "1" }
+
+func atoi(t testing.TB, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("atoi(%q): %v", s, err)
+	}
+	return n
+}
+
+func killPid(pid int) {
+	if pid > 1 {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // Best effort: test cleanup.
+	}
+}
+
+// waitOutput follows a stream until it has produced exactly want's bytes
+// as a prefix (completes before 10 s).
+func waitOutput(t testing.TB, e *Engine, id string, s Stream, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var r *OutputReader
+	var err error
+	for time.Now().Before(deadline) { // the record may not exist yet
+		if r, err = e.OpenOutput(id, s, 0); err == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("OpenOutput(%s): %v", id, err)
+	}
+	defer r.Close()
+	got := make([]byte, 0, len(want))
+	buf := make([]byte, 4096)
+	timer := time.AfterFunc(10*time.Second, func() { _ = r.Close() })
+	defer timer.Stop()
+	for len(got) < len(want) {
+		n, err := r.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("waiting for %q on %s: got %q, %v", want, id, got, err)
+		}
+	}
+	if string(got[:len(want)]) != want {
+		t.Fatalf("output of %s = %q, want prefix %q", id, got, want)
+	}
+}

@@ -1,0 +1,319 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestSessionStatePersists(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{})
+	steps := []struct{ cmd, want string }{
+		{"cd " + dir, ""},
+		{"export A=1; B=2", ""},
+		{"f() { echo f$1; }", ""},
+		{"shopt -s expand_aliases; alias hi='echo hi'", ""},
+		{"pwd; echo $A $B; f 3; hi", dir + "\n1 2\nf3\nhi\n"},
+		{"cat <<'EOF'\nheredoc $A\nEOF", "heredoc $A\n"},
+		{"echo 'unbalanced", ""}, // a syntax error must not wedge the parser
+		{"echo still here", "still here\n"},
+	}
+	for _, st := range steps {
+		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: st.cmd})
+		if st.want != "" && string(r.Stdout) != st.want {
+			t.Errorf("%q: stdout = %q, want %q", st.cmd, r.Stdout, st.want)
+		}
+	}
+}
+
+func TestSessionMissingCwdFallsBackToHome(t *testing.T) {
+	e := newTestEngine(t)
+	home := t.TempDir()
+	info, err := e.CreateSession(ctxT(t, 5*time.Second), SessionOptions{Cwd: "/does/not/exist", Env: map[string]*string{"HOME": &home}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustExec(t, e, ExecRequest{SessionID: info.ID, Command: "pwd"})
+	if string(r.Stdout) != home+"\n" || info.Cwd != home {
+		t.Errorf("cwd = %q (info %q), want %q", r.Stdout, info.Cwd, home)
+	}
+}
+
+func TestSessionPerCommandOverridesDoNotPersist(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{Env: map[string]*string{"KEEP": strp("k")}})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "cd /; export X=orig"})
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "pwd; echo $X ${KEEP-unset}; env | grep -c '^X=over$'",
+		Cwd: dir, Env: map[string]*string{"X": strp("over"), "KEEP": nil}})
+	if want := dir + "\nover unset\n1\n"; string(r.Stdout) != want {
+		t.Errorf("with overrides: %q, want %q", r.Stdout, want)
+	}
+	r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "pwd; echo $X $KEEP"})
+	if want := "/\norig k\n"; string(r.Stdout) != want {
+		t.Errorf("after overrides: %q, want %q", r.Stdout, want)
+	}
+}
+
+func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
+	tests := []struct{ name, setup string }{
+		{"alias printf", "shopt -s expand_aliases; alias printf='echo hijacked'; alias builtin='echo no'"},
+		{"function printf", "printf() { echo hijacked; }; source() { echo no; }"},
+		{"noclobber", "set -o noclobber"},
+		{"nounset", "set -u"},
+		{"xtrace", "set -x"},
+		{"close fd 3", "exec 3>&-"},
+		{"IFS", "IFS=0123456789"},
+		{"trap INT", "trap 'echo trapped' INT"},
+		{"stdout redirected", "exec >/dev/null 2>&1"},
+	}
+	e := newTestEngine(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := newSession(t, e, SessionOptions{})
+			defer e.DeleteSession(sid)
+			mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.setup})
+			for i := range 3 {
+				r := mustExec(t, e, ExecRequest{SessionID: sid, Command: fmt.Sprintf("echo ok%d; (exit 10)", i)})
+				if string(r.Stdout) != fmt.Sprintf("ok%d\n", i) || code(r) != 10 {
+					t.Fatalf("after %q: stdout %q code %d, want ok%d and 10", tc.setup, r.Stdout, code(r), i)
+				}
+			}
+		})
+	}
+}
+
+func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
+	tests := []struct {
+		name, cmd string
+		code      int
+		reason    string
+	}{
+		{"exit 7", "echo bye; exit 7", 7, "exit 7"},
+		{"set -e then false", "set -e; false", 1, "exit 1"},
+		{"exec true", "exec true", 0, "exit 0"},
+		{"unset parameter", "echo ${X:?must be set}", 127, "must be set"},
+	}
+	e := newTestEngine(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := newSession(t, e, SessionOptions{})
+			defer e.DeleteSession(sid)
+			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.cmd})
+			if tc.code != 127 && code(r) != tc.code {
+				t.Errorf("exit code = %d, want %d", code(r), tc.code)
+			}
+			if tc.code == 127 && code(r) == 0 {
+				t.Errorf("exit code = 0, want failure")
+			}
+			_, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"})
+			if !errors.Is(err, ErrSessionDead) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("next exec: %v, want ErrSessionDead mentioning %q", err, tc.reason)
+			}
+			for _, s := range e.ListSessions() {
+				if s.ID == sid && s.Alive {
+					t.Errorf("session listed alive")
+				}
+			}
+		})
+	}
+}
+
+func TestSessionCommandLeavingBackgroundJobsCompletes(t *testing.T) {
+	tests := []struct{ name, cmd string }{
+		{"sleep &", "sleep 100 &"},
+		{"nohup", "nohup sleep 100 &"},
+		{"setsid", "setsid sleep 100 &"},
+		{"late writer", "(sleep 0.2; echo LATE; echo LATE >&2) &"},
+	}
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.cmd + " echo started"})
+			if d := time.Since(start); d > 5*time.Second || string(r.Stdout) != "started\n" {
+				t.Fatalf("took %v, stdout %q; want prompt 'started'", d, r.Stdout)
+			}
+			// Later output of the job must never reach the next result.
+			r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 0.4; echo next"})
+			if string(r.Stdout) != "next\n" || len(r.Stderr) != 0 {
+				t.Fatalf("next command: stdout %q stderr %q, want only 'next'", r.Stdout, r.Stderr)
+			}
+		})
+	}
+}
+
+func TestSessionTimeoutKillsTreeAndMarksDead(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo before; sleep 100 & echo $! >&2; sleep 100", Timeout: 300 * time.Millisecond})
+	if !r.TimedOut || r.ExitCode != nil || string(r.Stdout) != "before\n" {
+		t.Fatalf("timedOut=%v code=%v stdout=%q, want true nil 'before'", r.TimedOut, r.ExitCode, r.Stdout)
+	}
+	if pid := atoi(t, strings.TrimSpace(string(r.Stderr))); pidAlive(pid) {
+		t.Errorf("background job %d survived the timeout", pid)
+	}
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"}); !errors.Is(err, ErrSessionDead) {
+		t.Errorf("after timeout: %v, want ErrSessionDead", err)
+	}
+}
+
+func TestSessionInterruptAbortsCommandKeepsShell(t *testing.T) {
+	tests := []struct{ name, cmd string }{
+		{"builtin loop", "while :; do :; done"},
+		{"external sleep", "sleep 100"},
+		{"loop of externals", "while :; do sleep 0.05; done"},
+	}
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "x=kept"})
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("int%d", i)
+			done := make(chan ExecResult, 1)
+			go func() {
+				r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: "echo go; " + tc.cmd})
+				done <- r
+			}()
+			waitOutput(t, e, id, Stdout, "go\n")
+			if err := e.InterruptSession(sid); err != nil {
+				t.Fatal(err)
+			}
+			r := recvOrTimeout(t, done, 5*time.Second, "interrupted command")
+			if code(r) != 130 {
+				t.Errorf("exit code = %d, want 130", code(r))
+			}
+			r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo $x"})
+			if string(r.Stdout) != "kept\n" {
+				t.Errorf("state after interrupt: %q, want kept", r.Stdout)
+			}
+		})
+	}
+}
+
+func TestSessionCommandsRunOneAtATimeInArrivalOrder(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	s, _ := e.session(sid)
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "n=0"})
+	const N = 20
+	base := s.turn.arrivals()
+	var wg sync.WaitGroup
+	results := make([]string, N)
+	for i := range N {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := e.Exec(context.Background(), ExecRequest{SessionID: sid,
+				Command: fmt.Sprintf("n=$((n+1)); echo %d:$n", i)})
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = string(r.Stdout)
+		}()
+		// Arrival order is the order of queueing: wait for this one to
+		// hold or await the turn before sending the next.
+		waitQueued(t, &s.turn, base, i)
+	}
+	wg.Wait()
+	for i, got := range results {
+		if want := fmt.Sprintf("%d:%d\n", i, i+1); got != want {
+			t.Errorf("command %d saw %q, want %q", i, got, want)
+		}
+	}
+}
+
+// waitQueued waits until the n-th (0-based) command took or awaits the
+// turn (completes before 5 s).
+func waitQueued(t *testing.T, l *fifoLock, base uint64, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.arrivals() < base+uint64(n)+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("command %d never queued", n)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestTwoSessionsRunInParallel(t *testing.T) {
+	e := newTestEngine(t)
+	a := newSession(t, e, SessionOptions{})
+	b := newSession(t, e, SessionOptions{})
+	fifo := filepath.Join(t.TempDir(), "f")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// a blocks reading the FIFO until b writes it: serialized sessions
+	// would deadlock (and time out).
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(context.Background(), ExecRequest{SessionID: a, Command: "cat " + fifo, Timeout: 10 * time.Second})
+		done <- r
+	}()
+	mustExec(t, e, ExecRequest{SessionID: b, Command: "echo hello > " + fifo, Timeout: 10 * time.Second})
+	r := recvOrTimeout(t, done, 10*time.Second, "session a")
+	if string(r.Stdout) != "hello\n" {
+		t.Errorf("a read %q, want hello", r.Stdout)
+	}
+}
+
+func TestDeleteSessionKillsItsJobsNotSnapshotProcesses(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 100 & echo $!; setsid sleep 100 & echo $!"})
+	var pids []int
+	for _, f := range strings.Fields(string(r.Stdout)) {
+		pids = append(pids, atoi(t, f))
+	}
+	p, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{SessionID: sid, Command: "sleep 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeleteSession(sid); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if pidAlive(pid) {
+			t.Errorf("session job %d survived deletion", pid)
+			killPid(pid)
+		}
+	}
+	if info, _ := e.GetProcess(p.ID); info.Status != StatusRunning || !pidAlive(p.Pid) {
+		t.Errorf("snapshot process status %q after session deletion, want running", info.Status)
+	}
+	_ = e.KillProcess(p.ID, unix.SIGKILL, 0)
+}
+
+func TestSessionState(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "cd " + dir + "; export ST=1"})
+	cwd, env, err := e.SessionState(sid)
+	if err != nil || cwd != dir || !contains(env, "ST=1") {
+		t.Errorf("SessionState = %q, ST in env %v, %v; want %q", cwd, contains(env, "ST=1"), err, dir)
+	}
+	_ = os.Remove(dir)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

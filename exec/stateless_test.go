@@ -1,0 +1,205 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStatelessExecOutputIsByteExact(t *testing.T) {
+	e := newTestEngine(t)
+	tests := []struct {
+		name, cmd      string
+		stdout, stderr string
+		code           int
+		stdin          []byte
+	}{
+		{"separate streams", "echo out; echo err >&2", "out\n", "err\n", 0, nil},
+		{"no trailing newline", "printf abc", "abc", "", 0, nil},
+		{"NUL and CR kept", `printf 'a\0b\r\nc'`, "a\x00b\r\nc", "", 0, nil},
+		{"exit code", "exit 42", "", "", 42, nil},
+		{"silent", "true", "", "", 0, nil},
+		{"stdin bytes", "cat", "in\x00put", "", 0, []byte("in\x00put")},
+		{"stdin defaults to /dev/null (EOF)", "cat; read x; echo rc=$?", "rc=1\n", "", 0, nil},
+		{"syntax error", "echo 'unbalanced", "", "", 2, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustExec(t, e, ExecRequest{Command: tc.cmd, Stdin: tc.stdin})
+			if got := string(r.Stdout); got != tc.stdout {
+				t.Errorf("stdout = %q, want %q", got, tc.stdout)
+			}
+			if tc.name != "syntax error" && string(r.Stderr) != tc.stderr {
+				t.Errorf("stderr = %q, want %q", r.Stderr, tc.stderr)
+			}
+			if code(r) != tc.code {
+				t.Errorf("exit code = %d, want %d", code(r), tc.code)
+			}
+		})
+	}
+}
+
+func TestStatelessExecRandomMegabyteIsExact(t *testing.T) {
+	e := newTestEngine(t)
+	f := filepath.Join(t.TempDir(), "rand")
+	r := mustExec(t, e, ExecRequest{Command: "head -c 1M /dev/urandom > " + f + "; cat " + f, MaxOutput: 2 << 20})
+	want, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.Stdout, want) || len(want) != 1<<20 {
+		t.Fatalf("got %d bytes, want the file's %d bytes exactly", len(r.Stdout), len(want))
+	}
+}
+
+func TestStatelessExecEnvCwdAndSignal(t *testing.T) {
+	t.Setenv("MUXD_SECRET", "s3cret")
+	t.Setenv("KEEP_ME", "1")
+	t.Setenv("DROP_ME", "1")
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	r := mustExec(t, e, ExecRequest{
+		Command: `echo "$PWD|${MUXD_SECRET-none}|${FOO}|${KEEP_ME}|${DROP_ME-unset}|$LANG"`,
+		Cwd:     dir, Env: map[string]*string{"FOO": strp("bar"), "DROP_ME": nil},
+	})
+	if got, want := string(r.Stdout), dir+"|none|bar|1|unset|C.UTF-8\n"; got != want {
+		t.Errorf("stdout = %q, want %q", got, want)
+	}
+	r = mustExec(t, e, ExecRequest{Command: "kill -KILL $$"})
+	if r.ExitCode != nil || r.Signal != "KILL" {
+		t.Errorf("killed by signal: exitCode=%v signal=%q, want nil, KILL", r.ExitCode, r.Signal)
+	}
+}
+
+func TestStatelessExecTimeoutKillsTreeKeepsOutput(t *testing.T) {
+	e := newTestEngine(t)
+	start := time.Now()
+	r := mustExec(t, e, ExecRequest{Command: "echo before; sleep 100 & echo $! >&2; sleep 100", Timeout: 300 * time.Millisecond})
+	if !r.TimedOut || r.ExitCode != nil {
+		t.Fatalf("timedOut=%v exitCode=%v, want true, nil", r.TimedOut, r.ExitCode)
+	}
+	if string(r.Stdout) != "before\n" {
+		t.Errorf("stdout = %q, want the output so far", r.Stdout)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v, want well under 5 s", d)
+	}
+	bg := strings.TrimSpace(string(r.Stderr))
+	if pid := atoi(t, bg); pidAlive(pid) {
+		t.Errorf("background child %d survived the timeout", pid)
+	}
+	info, err := e.GetProcess(r.ID)
+	if err != nil || info.Status != StatusTimedOut {
+		t.Errorf("record status = %q (%v), want timed_out", info.Status, err)
+	}
+}
+
+func TestStatelessExecBackgroundChildDoesNotHang(t *testing.T) {
+	e := newTestEngine(t)
+	start := time.Now()
+	r := mustExec(t, e, ExecRequest{Command: "sleep 100 & echo $!"})
+	pid := atoi(t, strings.TrimSpace(string(r.Stdout)))
+	defer killPid(pid)
+	if d := time.Since(start); d > 5*time.Second || code(r) != 0 {
+		t.Fatalf("exec with a background child: %v, code %d; want prompt 0", d, code(r))
+	}
+}
+
+func TestStatelessExecTruncatesButKeepsFullOutput(t *testing.T) {
+	e := newTestEngine(t)
+	r := mustExec(t, e, ExecRequest{Command: "head -c 1000 /dev/zero", MaxOutput: 10})
+	if len(r.Stdout) != 10 || !r.StdoutTruncated || r.StderrTruncated {
+		t.Fatalf("len=%d truncated=%v/%v, want 10 true/false", len(r.Stdout), r.StdoutTruncated, r.StderrTruncated)
+	}
+	data, first, end, err := e.ReadOutput(r.ID, Stdout, 0, 4096)
+	if err != nil || len(data) != 1000 || first != 0 || end != 1000 {
+		t.Fatalf("ReadOutput: %d bytes [%d,%d) %v, want 1000 [0,1000)", len(data), first, end, err)
+	}
+	if list := e.ListProcesses(""); len(list) != 0 {
+		t.Errorf("exec records listed by ListProcesses: %d", len(list))
+	}
+}
+
+func TestStatelessExecCancelKillsCommand(t *testing.T) {
+	e := newTestEngine(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(ctx, ExecRequest{ID: "c1", Command: "echo go; exec sleep 100"})
+		done <- r
+	}()
+	waitOutput(t, e, "c1", Stdout, "go\n")
+	cancel()
+	r := recvOrTimeout(t, done, 5*time.Second, "cancelled exec")
+	if r.ExitCode != nil || r.Signal == "" {
+		t.Errorf("cancelled: exitCode=%v signal=%q, want nil and a signal", r.ExitCode, r.Signal)
+	}
+}
+
+func TestBadInputIsRejected(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	tests := []struct {
+		name string
+		req  ExecRequest
+		want error
+	}{
+		{"NUL in command", ExecRequest{Command: "echo \x00"}, ErrInvalid},
+		{"env name with =", ExecRequest{Command: "true", Env: map[string]*string{"A=B": strp("x")}}, ErrInvalid},
+		{"empty env name", ExecRequest{Command: "true", Env: map[string]*string{"": strp("x")}}, ErrInvalid},
+		{"missing cwd", ExecRequest{Command: "true", Cwd: "/nonexistent/dir"}, ErrInvalid},
+		{"negative timeout", ExecRequest{Command: "true", Timeout: -time.Second}, ErrInvalid},
+		{"huge timeout", ExecRequest{Command: "true", Timeout: 1 << 62}, ErrInvalid},
+		{"unknown session", ExecRequest{Command: "true", SessionID: "nope"}, ErrNotFound},
+		{"session env name not a shell name", ExecRequest{Command: "true", SessionID: sid, Env: map[string]*string{"a-b": strp("x")}}, ErrInvalid},
+		{"session missing cwd", ExecRequest{Command: "true", SessionID: sid, Cwd: "/nonexistent"}, ErrInvalid},
+		{"id with newline", ExecRequest{ID: "a\nb", Command: "true"}, ErrInvalid},
+	}
+	fds := openFDs(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.Exec(ctxT(t, 5*time.Second), tc.req)
+			if !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{Command: "true", OutputLimit: -1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative outputLimit: %v", err)
+	}
+	for _, id := range []string{"nope"} {
+		if _, err := e.GetProcess(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetProcess(unknown) = %v", err)
+		}
+		if err := e.KillProcess(id, 0, 0); !errors.Is(err, ErrNotFound) {
+			t.Errorf("KillProcess(unknown) = %v", err)
+		}
+		if err := e.DeleteSession(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("DeleteSession(unknown) = %v", err)
+		}
+		if err := e.InterruptSession(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("InterruptSession(unknown) = %v", err)
+		}
+	}
+	// An id reused while running.
+	if _, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{ID: "dup", Command: "sleep 100"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{ID: "dup", Command: "true"}); !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("reused running id: %v, want ErrAlreadyExists", err)
+	}
+	if err := e.RemoveProcess("dup"); !errors.Is(err, ErrBusy) {
+		t.Errorf("RemoveProcess(running) = %v, want ErrBusy", err)
+	}
+	if err := e.KillProcess("dup", 0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFDs(t); got > fds+2 {
+		t.Errorf("fds: %d before, %d after rejected requests", fds, got)
+	}
+}
