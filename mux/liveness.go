@@ -29,8 +29,6 @@ func (c *Conn) watchdog() {
 			if s := c.writeStart.Load(); s != 0 && now.Sub(time.Unix(0, s)) > c.cfg.WriteStallTimeout {
 				// The close frame cannot get through a stalled socket:
 				// drop it; the peer sees the disconnect.
-				c.closing.Store(true)
-				_ = c.ws.CloseNow() // Best effort.
 				c.shutdown(ErrWriteStalled)
 				return
 			}
@@ -50,9 +48,7 @@ func (c *Conn) ping(done chan<- struct{}) {
 	defer cancel()
 	err := c.ws.Ping(ctx)
 	if err != nil && c.ctx.Err() == nil {
-		c.closing.Store(true)
-		_ = c.ws.CloseNow() // Best effort.
-		c.shutdown(ErrPingTimeout)
+		c.shutdown(ErrPingTimeout) // drops the socket without a handshake
 	}
 	done <- struct{}{}
 }
