@@ -92,7 +92,6 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 		removeFiles(files)
 		return ProcessInfo{}, err
 	}
-	e.emit("process.started", p)
 	return p.info(), nil
 }
 

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -149,4 +150,10 @@ func waitOutput(t testing.TB, e *Engine, id string, s Stream, want string) {
 	if string(got[:len(want)]) != want {
 		t.Fatalf("output of %s = %q, want prefix %q", id, got, want)
 	}
+}
+
+// exec0 runs a tool for a test observation (ps); not a child of the engine.
+func exec0(name string, args ...string) (string, error) {
+	out, err := osexec.Command(name, args...).Output()
+	return string(out), err
 }

@@ -18,10 +18,11 @@ type outputLog struct {
 	// mu guards the fields below. It is held only for bookkeeping, never
 	// across file I/O.
 	mu       sync.Mutex
-	f        *os.File
-	end      int64 // bytes durably in the file (readable)
-	reserved int64 // end plus the append in progress: bytes below reserved-limit may be overwritten
-	done     bool  // no more appends
+	f        *os.File // the appender's descriptor; closed at finish
+	created  bool     // the file exists
+	end      int64    // bytes durably in the file (readable)
+	reserved int64    // end plus the append in progress: bytes below reserved-limit may be overwritten
+	done     bool     // no more appends
 	removed  bool
 	waited   bool          // someone holds wake: replace it on the next change
 	wake     chan struct{} // closed on append or finish
@@ -61,7 +62,7 @@ func (l *outputLog) appendChunk(p []byte) error {
 			l.mu.Unlock()
 			return fmt.Errorf("exec: output log: %w", err)
 		}
-		l.f = f
+		l.f, l.created = f, true
 	}
 	f, start := l.f, l.end
 	l.reserved = start + int64(len(p))
@@ -100,10 +101,15 @@ func (l *outputLog) notifyLocked() {
 // finish marks the log complete: followers get EOF once they reach end.
 func (l *outputLog) finish() {
 	l.mu.Lock()
+	f := l.f
+	l.f = nil
 	l.done = true
 	l.waited = true
 	l.notifyLocked()
 	l.mu.Unlock()
+	if f != nil {
+		_ = f.Close() // Best effort: readers use descriptors of their own.
+	}
 }
 
 // state returns the retained window [first, end), whether the log is
@@ -136,22 +142,39 @@ func (l *outputLog) retained() int64 {
 	return min(l.end, l.limit)
 }
 
-// readAt copies retained bytes starting at off into p. It returns the
-// number of bytes copied and the first retained offset; if off < first,
-// nothing is copied (the caller reports a gap). It never blocks.
-func (l *outputLog) readAt(p []byte, off int64) (n int, first int64, err error) {
+// readHandle is a reader's own descriptor on a log file, opened on the
+// first read: the appender's descriptor is closed once the log is done, so
+// retained logs cost no descriptors.
+type readHandle struct{ f *os.File }
+
+func (h *readHandle) close() {
+	if h.f != nil {
+		_ = h.f.Close() // Best effort: read-only.
+		h.f = nil
+	}
+}
+
+// readAt copies retained bytes starting at off into p through h. It
+// returns the number of bytes copied and the first retained offset; if
+// off < first, nothing is copied (the caller reports a gap). It never
+// blocks.
+func (l *outputLog) readAt(h *readHandle, p []byte, off int64) (n int, first int64, err error) {
 	l.mu.Lock()
-	f, end, removed := l.f, l.end, l.removed
+	created, end, removed := l.created, l.end, l.removed
 	first = l.firstLocked()
 	l.mu.Unlock()
 	if removed {
 		return 0, first, os.ErrClosed
 	}
-	if off < first {
+	if off < first || off >= end || !created {
 		return 0, first, nil
 	}
-	if off >= end || f == nil {
-		return 0, first, nil
+	if h.f == nil {
+		f, err := os.Open(l.path)
+		if err != nil {
+			return 0, first, fmt.Errorf("exec: output log: %w", err)
+		}
+		h.f = f
 	}
 	want := min(int64(len(p)), end-off)
 	pos := off % l.limit
@@ -159,11 +182,11 @@ func (l *outputLog) readAt(p []byte, off int64) (n int, first int64, err error) 
 	if rest := l.limit - pos; head > rest {
 		head = rest
 	}
-	if _, err := f.ReadAt(p[:head], pos); err != nil && err != io.EOF {
+	if _, err := h.f.ReadAt(p[:head], pos); err != nil && err != io.EOF {
 		return 0, first, fmt.Errorf("exec: output log: %w", err)
 	}
 	if head < want {
-		if _, err := f.ReadAt(p[head:want], 0); err != nil && err != io.EOF {
+		if _, err := h.f.ReadAt(p[head:want], 0); err != nil && err != io.EOF {
 			return 0, first, fmt.Errorf("exec: output log: %w", err)
 		}
 	}
@@ -177,6 +200,13 @@ func (l *outputLog) readAt(p []byte, off int64) (n int, first int64, err error) 
 		return 0, first2, nil
 	}
 	return int(want), first, nil
+}
+
+// readOnce is readAt with a descriptor of its own, for one-shot reads.
+func (l *outputLog) readOnce(p []byte, off int64) (int, int64, error) {
+	var h readHandle
+	defer h.close()
+	return l.readAt(&h, p, off)
 }
 
 // remove deletes the file; later reads fail.

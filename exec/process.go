@@ -95,7 +95,8 @@ func (p *process) info() ProcessInfo {
 }
 
 // finish records the exit. code < 0 means ended by sig. Callers have
-// completed both logs first, so the byte counts are final.
+// completed both logs first, so the byte counts are final; they close
+// done (end) after filing the record for retention.
 func (p *process) finish(code int, sig syscall.Signal, sigName string) {
 	now := time.Now()
 	p.mu.Lock()
@@ -120,7 +121,6 @@ func (p *process) finish(code int, sig syscall.Signal, sigName string) {
 	if stdin != nil {
 		_ = stdin.Close() // Best effort: the reader is gone.
 	}
-	close(p.done)
 }
 
 // failStart records a start failure: never running, never exit 0.
@@ -132,8 +132,11 @@ func (p *process) failStart() {
 	p.mu.Unlock()
 	p.logs[0].finish()
 	p.logs[1].finish()
-	close(p.done)
+	p.end()
 }
+
+// end publishes the recorded exit to waiters.
+func (p *process) end() { close(p.done) }
 
 func (p *process) retained() int64 {
 	return p.logs[0].retained() + p.logs[1].retained()
@@ -273,7 +276,7 @@ func (e *Engine) ReadOutput(id string, stream Stream, from, length int64) (data 
 			return []byte{}, first, end, nil
 		}
 		buf := make([]byte, min(length, end-off))
-		n, first2, rerr := l.readAt(buf, off)
+		n, first2, rerr := l.readOnce(buf, off)
 		if rerr != nil {
 			return nil, first, end, fmt.Errorf("%w: output of %q removed", ErrNotFound, id)
 		}
@@ -308,7 +311,7 @@ func headOf(l *outputLog, max int) ([]byte, bool) {
 	buf := make([]byte, n)
 	got := 0
 	for got < int(n) {
-		k, _, err := l.readAt(buf[got:], first+int64(got))
+		k, _, err := l.readOnce(buf[got:], first+int64(got))
 		if err != nil || k == 0 {
 			break
 		}

@@ -15,6 +15,10 @@ type OutputReader struct {
 	log    *outputLog
 	stream Stream
 	off    int64
+	// hmu guards h, the reader's own descriptor. Held only across a
+	// non-blocking file read, never while waiting for bytes.
+	hmu sync.Mutex
+	h   readHandle
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -48,7 +52,9 @@ func (r *OutputReader) Read(p []byte) (int, error) {
 			return 0, gap
 		}
 		if r.off < end {
-			n, first2, err := r.log.readAt(p, r.off)
+			r.hmu.Lock()
+			n, first2, err := r.log.readAt(&r.h, p, r.off)
+			r.hmu.Unlock()
 			if err != nil {
 				return 0, err
 			}
@@ -59,6 +65,7 @@ func (r *OutputReader) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if done {
+			r.closeHandle()
 			return 0, io.EOF
 		}
 		select {
@@ -72,5 +79,12 @@ func (r *OutputReader) Read(p []byte) (int, error) {
 // Close stops the reader; a blocked Read returns io.ErrClosedPipe.
 func (r *OutputReader) Close() error {
 	r.closeOnce.Do(func() { close(r.closed) })
+	r.closeHandle()
 	return nil
+}
+
+func (r *OutputReader) closeHandle() {
+	r.hmu.Lock()
+	r.h.close()
+	r.hmu.Unlock()
 }

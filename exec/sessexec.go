@@ -205,6 +205,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		s.noteDeath(p)
 	}
 	e.retire(p)
+	p.end()
 	return e.result(p, req.MaxOutput, time.Since(start)), nil
 }
 

@@ -92,6 +92,7 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.mu.Unlock()
 	p.killTree = child.KillTree
 	p.signal = child.SignalGroup
+	e.emit("process.started", p) // before supervise can emit the exit
 	go e.supervise(p, child, drains, timeout)
 	return nil
 }
@@ -119,14 +120,14 @@ func (e *Engine) supervise(p *process, child *proc.Process, drains [2]*drain, ti
 	for _, d := range drains {
 		d.stop()
 	}
-	for i, d := range drains {
-		_ = d // the append error (disk full) is not an exit status
+	for i := range drains {
 		p.logs[i].finish()
 	}
 	st := child.Status()
 	p.finish(st.Code, st.Signal, st.SignalName())
-	e.emit("process.exited", p)
 	e.retire(p)
+	p.end()
+	e.emit("process.exited", p)
 }
 
 func closeAll(fs ...*os.File) {

@@ -22,6 +22,7 @@ type lineScanner struct {
 	partial  []byte // the current incomplete line
 	skipping bool   // dropping an overlong line until its newline
 	buf      []byte
+	h        readHandle
 }
 
 // next scans what is available and returns the first matching line.
@@ -41,7 +42,7 @@ func (sc *lineScanner) next(re *regexp.Regexp) (*LogMatch, bool, error) {
 			}
 			return nil, done, nil
 		}
-		n, _, err := sc.log.readAt(sc.buf, sc.pos)
+		n, _, err := sc.log.readAt(&sc.h, sc.buf, sc.pos)
 		if err != nil {
 			return nil, true, fmt.Errorf("%w: output removed", ErrNotFound)
 		}
@@ -136,6 +137,11 @@ func (e *Engine) WaitForLog(ctx context.Context, id, pattern string, stream Stre
 	for i, s := range streams {
 		scanners[i] = &lineScanner{log: p.log(s), stream: s, pos: from, lineOff: from, buf: make([]byte, 64<<10)}
 	}
+	defer func() {
+		for _, sc := range scanners {
+			sc.h.close()
+		}
+	}()
 	for {
 		// Arm the wakes before scanning so no append slips between.
 		wakes := make([]<-chan struct{}, len(scanners))

@@ -1,0 +1,398 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func startProc(t testing.TB, e *Engine, req ProcessRequest) ProcessInfo {
+	t.Helper()
+	p, err := e.StartProcess(ctxT(t, 10*time.Second), req)
+	if err != nil {
+		t.Fatalf("StartProcess(%q): %v", req.Command, err)
+	}
+	return p
+}
+
+func waitProc(t testing.TB, e *Engine, id string) ProcessInfo {
+	t.Helper()
+	info, err := e.WaitProcess(ctxT(t, 20*time.Second), id)
+	if err != nil {
+		t.Fatalf("WaitProcess(%s): %v", id, err)
+	}
+	return info
+}
+
+func TestProcessLifecycle(t *testing.T) {
+	e := newTestEngine(t)
+	events := make(chan Event, 16)
+	defer e.Subscribe(func(ev Event) { events <- ev })()
+	p := startProc(t, e, ProcessRequest{ID: "p1", Command: "echo out; echo err >&2; exit 4"})
+	if p.Pid <= 0 || p.Instance == "" || p.ID != "p1" {
+		t.Fatalf("started: %+v", p)
+	}
+	info := waitProc(t, e, "p1")
+	if info.Status != StatusExited || info.ExitCode == nil || *info.ExitCode != 4 ||
+		info.StdoutBytes != 4 || info.StderrBytes != 4 || info.EndedAt == nil {
+		t.Fatalf("ended: %+v", info)
+	}
+	if ev := recvOrTimeout(t, events, 5*time.Second, "started"); ev.Kind != "process.started" {
+		t.Errorf("first event %q", ev.Kind)
+	}
+	if ev := recvOrTimeout(t, events, 5*time.Second, "exited"); ev.Kind != "process.exited" || ev.Process.StdoutBytes != 4 {
+		t.Errorf("second event %+v", ev)
+	}
+	if l := e.ListProcesses(""); len(l) != 1 || l[0].ID != "p1" {
+		t.Errorf("list = %+v", l)
+	}
+	// A reused id of an ended process is a new instance.
+	p2 := startProc(t, e, ProcessRequest{ID: "p1", Command: "true"})
+	if p2.Instance == p.Instance {
+		t.Errorf("reused id kept instance %q", p.Instance)
+	}
+	waitProc(t, e, "p1")
+	if err := e.RemoveProcess("p1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.GetProcess("p1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after remove: %v", err)
+	}
+}
+
+func TestProcessFollowReaderGetsEveryByteThenEOF(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "for i in $(seq 1 2000); do echo line$i; done; printf tail"})
+	r, err := e.OpenOutput(p.ID, Stdout, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&want, "line%d\n", i)
+	}
+	want.WriteString("tail")
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("followed %d bytes, want %d", len(got), want.Len())
+	}
+}
+
+func TestProcessOutputLimitDropsOldestAsGap(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "seq 1 10000", OutputLimit: 1000})
+	info := waitProc(t, e, p.ID)
+	data, first, end, err := e.ReadOutput(p.ID, Stdout, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end != info.StdoutBytes || first != end-1000 || len(data) != 1000 || !strings.HasSuffix(string(data), "9999\n10000\n") {
+		t.Fatalf("window [%d,%d) len %d, want the last 1000 of %d", first, end, len(data), info.StdoutBytes)
+	}
+	r, _ := e.OpenOutput(p.ID, Stdout, 0)
+	defer r.Close()
+	_, err = r.Read(make([]byte, 10))
+	var gap *GapError
+	if !errors.As(err, &gap) || gap.Bytes != first {
+		t.Fatalf("first read from 0: %v, want a gap of %d", err, first)
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(rest, data) {
+		t.Fatalf("after the gap: %d bytes, %v", len(rest), err)
+	}
+}
+
+func TestProcessStdinWriteAndClose(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "cat; echo done", Stdin: true})
+	if !e.HasStdin(p.ID) {
+		t.Fatal("HasStdin = false")
+	}
+	if _, err := e.WriteStdin(p.ID, []byte("hello\x00\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CloseStdin(p.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitProc(t, e, p.ID)
+	data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
+	if string(data) != "hello\x00\ndone\n" {
+		t.Errorf("stdout = %q", data)
+	}
+	if _, err := e.WriteStdin(p.ID, []byte("x")); !errors.Is(err, ErrNotWritable) {
+		t.Errorf("write after close: %v", err)
+	}
+	q := startProc(t, e, ProcessRequest{Command: "true"})
+	if _, err := e.WriteStdin(q.ID, []byte("x")); !errors.Is(err, ErrNotWritable) {
+		t.Errorf("write without stdin: %v", err)
+	}
+}
+
+func TestKillLeavesNoDescendantAlive(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "sleep 100 & echo $!; setsid sleep 100 & echo $!; nohup sleep 100 >/dev/null 2>&1 & echo $!; bash -c 'sleep 100 & echo $!; wait' & sleep 100"})
+	waitLines(t, e, p.ID, 4)
+	data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 1000)
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		pids = append(pids, atoi(t, f))
+	}
+	if err := e.KillProcess(p.ID, unix.SIGTERM, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	info := waitProc(t, e, p.ID)
+	if info.Status != StatusKilled || info.ExitCode != nil || info.Signal == "" {
+		t.Errorf("killed: %+v", info)
+	}
+	for _, pid := range pids {
+		if pidAlive(pid) {
+			t.Errorf("descendant %d survived", pid)
+			killPid(pid)
+		}
+	}
+}
+
+// waitLines waits until a process printed n lines on stdout.
+func waitLines(t *testing.T, e *Engine, id string, n int) {
+	t.Helper()
+	m, err := e.WaitForLog(ctxT(t, 10*time.Second), id, "", Stdout, 0)
+	_ = m
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := e.OpenOutput(id, Stdout, 0)
+	defer r.Close()
+	timer := time.AfterFunc(10*time.Second, func() { _ = r.Close() })
+	defer timer.Stop()
+	var got []byte
+	buf := make([]byte, 256)
+	for bytes.Count(got, []byte("\n")) < n {
+		k, err := r.Read(buf)
+		if err != nil {
+			t.Fatalf("waiting for %d lines: %q %v", n, got, err)
+		}
+		got = append(got, buf[:k]...)
+	}
+}
+
+func TestProcessTimeout(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "echo hi; sleep 100", Timeout: 200 * time.Millisecond})
+	info := waitProc(t, e, p.ID)
+	if info.Status != StatusTimedOut || info.ExitCode != nil || info.StdoutBytes != 3 {
+		t.Errorf("timed out: %+v", info)
+	}
+}
+
+func TestProcessFromSessionSnapshot(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{Env: map[string]*string{"GONE": strp("x")}})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "cd " + dir + "; export V=1; unset GONE; f() { echo fn; }; " +
+		"shopt -s expand_aliases; alias al='echo alias'; umask 027; set -o pipefail"})
+	p := startProc(t, e, ProcessRequest{SessionID: sid, Command: "pwd; echo $V ${GONE-unset}; f; al; umask; [[ -o pipefail ]] && echo pf; env | grep -c '^V=1$'"})
+	info := waitProc(t, e, p.ID)
+	data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 1000)
+	want := dir + "\n1 unset\nfn\nalias\n0027\npf\n1\n"
+	if string(data) != want || info.SessionID != sid {
+		errOut, _, _, _ := e.ReadOutput(p.ID, Stderr, 0, 1000)
+		t.Errorf("snapshot process: %q (stderr %q), want %q", data, errOut, want)
+	}
+	if l := e.ListProcesses(sid); len(l) != 1 {
+		t.Errorf("ListProcesses(session) = %d", len(l))
+	}
+}
+
+func TestSIGINTReachesProcessStartedFromSession(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	p := startProc(t, e, ProcessRequest{SessionID: sid, Command: "trap 'echo got INT; exit 5' INT; echo ready; sleep 100 & wait"})
+	if _, err := e.WaitForLog(ctxT(t, 10*time.Second), p.ID, "^ready$", Stdout, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SignalProcess(p.ID, unix.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	info := waitProc(t, e, p.ID)
+	data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
+	if info.ExitCode == nil || *info.ExitCode != 5 || !strings.Contains(string(data), "got INT") {
+		t.Errorf("after SIGINT: %+v %q", info, data)
+	}
+}
+
+func TestWaitForLog(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "echo boot; echo 'listening on port 8123' >&2; printf partial", Stdin: false})
+	tests := []struct {
+		pattern string
+		stream  Stream
+		from    int64
+		line    string
+		group   string
+		off     int64
+		err     error
+	}{
+		{`port (\d+)`, 0, 0, "listening on port 8123", "8123", 0, nil},
+		{`port (\d+)`, Stdout, 0, "", "", 0, ErrEnded},
+		{`^boot$`, Stdout, 0, "boot", "", 0, nil},
+		{`^part`, Stdout, 0, "partial", "", 5, nil},
+		{`o`, Stdout, 1, "oot", "", 1, nil},
+		{`(`, 0, 0, "", "", 0, ErrInvalid},
+	}
+	waitProc(t, e, p.ID)
+	for _, tc := range tests {
+		m, err := e.WaitForLog(ctxT(t, 5*time.Second), p.ID, tc.pattern, tc.stream, tc.from)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%q: err %v, want %v", tc.pattern, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || m.Line != tc.line || m.Offset != tc.off || (tc.group != "" && m.Groups[1] != tc.group) {
+			t.Errorf("%q: %+v %v, want line %q at %d", tc.pattern, m, err, tc.line, tc.off)
+		}
+	}
+	// Live: the match arrives after the call.
+	q := startProc(t, e, ProcessRequest{Command: "read x; echo got $x", Stdin: true})
+	done := make(chan LogMatch, 1)
+	go func() {
+		m, _ := e.WaitForLog(context.Background(), q.ID, "^got", 0, 0)
+		done <- m
+	}()
+	_, _ = e.WriteStdin(q.ID, []byte("it\n"))
+	if m := recvOrTimeout(t, done, 5*time.Second, "live match"); m.Line != "got it" {
+		t.Errorf("live match %+v", m)
+	}
+}
+
+func TestWaitForPort(t *testing.T) {
+	e := newTestEngine(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := e.WaitForPort(ctxT(t, 5*time.Second), port, ""); err != nil {
+		t.Errorf("open port: %v", err)
+	}
+	ln.Close()
+	p := startProc(t, e, ProcessRequest{Command: "exit 0"})
+	if err := e.WaitForPort(ctxT(t, 5*time.Second), port, p.ID); !errors.Is(err, ErrEnded) {
+		t.Errorf("closed port, ended process: %v, want ErrEnded", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := e.WaitForPort(ctx, port, ""); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("closed port: %v, want deadline", err)
+	}
+	if err := e.WaitForPort(ctx, 0, ""); !errors.Is(err, ErrInvalid) {
+		t.Errorf("port 0: %v", err)
+	}
+}
+
+func TestFastExitNeverReportedBeforeOutput(t *testing.T) {
+	e := newTestEngine(t)
+	runs := 500
+	if testing.Short() {
+		runs = 100
+	}
+	sid := newSession(t, e, SessionOptions{})
+	for i := range runs {
+		want := "x" + strconv.Itoa(i) + "\n"
+		r := mustExec(t, e, ExecRequest{Command: "echo x" + strconv.Itoa(i)})
+		if string(r.Stdout) != want {
+			t.Fatalf("stateless run %d: %q, want %q", i, r.Stdout, want)
+		}
+		r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo x" + strconv.Itoa(i)})
+		if string(r.Stdout) != want {
+			t.Fatalf("session run %d: %q, want %q", i, r.Stdout, want)
+		}
+		p := startProc(t, e, ProcessRequest{Command: "echo x" + strconv.Itoa(i)})
+		info := waitProc(t, e, p.ID)
+		if info.StdoutBytes != int64(len(want)) {
+			t.Fatalf("process run %d: %d bytes at exit, want %d", i, info.StdoutBytes, len(want))
+		}
+	}
+}
+
+func TestManyProcessesLeaveNoZombiesOrFDs(t *testing.T) {
+	n := 200
+	if isLong() {
+		n = 1000
+	}
+	e := newTestEngine(t, func(c *Config) { c.RetainCount = 50 })
+	fds := openFDs(t)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			p, err := e.StartProcess(context.Background(), ProcessRequest{Command: "echo " + strconv.Itoa(i)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = e.WaitProcess(context.Background(), p.ID)
+		}()
+	}
+	wg.Wait()
+	if got := len(e.ListProcesses("")); got > 50 {
+		t.Errorf("retained %d ended processes, want ≤ 50", got)
+	}
+	if z := zombies(t); z != 0 {
+		t.Errorf("%d zombie children", z)
+	}
+	if got := openFDs(t); got > fds+4 {
+		t.Errorf("fds: %d before, %d after %d processes", fds, got, n)
+	}
+}
+
+// zombies counts zombie children of this process.
+func zombies(t *testing.T) int {
+	out, err := exec0("ps", "-o", "stat=", "--ppid", strconv.Itoa(unix.Getpid()))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(out, "Z")
+}
+
+func TestLargeOutputCapturedCompletely(t *testing.T) {
+	size := 8 << 20
+	if isLong() {
+		size = 100 << 20
+	}
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: fmt.Sprintf("f=$(mktemp); head -c %d /dev/urandom >$f; sha256sum <$f >&2; cat $f; rm $f", size), OutputLimit: int64(size) + 1})
+	info := waitProc(t, e, p.ID)
+	if info.StdoutBytes != int64(size) {
+		t.Fatalf("captured %d bytes, want %d", info.StdoutBytes, size)
+	}
+	r, _ := e.OpenOutput(p.ID, Stdout, 0)
+	defer r.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		t.Fatal(err)
+	}
+	errOut, _, _, _ := e.ReadOutput(p.ID, Stderr, 0, 200)
+	if got := fmt.Sprintf("%x", h.Sum(nil)); !strings.HasPrefix(string(errOut), got) {
+		t.Fatalf("sha256 of captured = %s, command's = %q", got, errOut)
+	}
+}
