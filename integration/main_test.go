@@ -71,7 +71,8 @@ func startDaemon(t testing.TB, env []string, args ...string) *daemon {
 	d := &daemon{t: t, DataDir: t.TempDir(), exited: make(chan struct{})}
 	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.DataDir}, args...)
 	d.cmd = exec.Command(muxdBin, argv...)
-	d.cmd.Env = append(os.Environ(), env...)
+	// A fresh HOME keeps the machine's ~/.bashrc out of terminals.
+	d.cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
 	for _, e := range env {
 		if tok, ok := strings.CutPrefix(e, "MUXD_TOKEN="); ok {
 			d.Token = tok

@@ -1,5 +1,3 @@
-//go:build muxd_exec
-
 package server
 
 import (
@@ -87,6 +85,9 @@ func execError(err error) error {
 	case errors.Is(err, exec.ErrInvalid):
 		code = mux.CodeInvalidParams
 	case errors.Is(err, exec.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		code = mux.CodeTimeout
+	case errors.Is(err, exec.ErrEnded):
+		// waitForLog/waitForPort: the process ended first (PROTOCOL: timeout).
 		code = mux.CodeTimeout
 	case errors.Is(err, exec.ErrNotWritable):
 		code = mux.CodeNotWritable

@@ -17,6 +17,9 @@ import (
 // the end of the test.
 func testServer(t *testing.T, mod func(*Config)) (*Server, string) {
 	t.Helper()
+	// Hermetic shells: the machine's ~/.bashrc must not run in terminals
+	// (a stale pyenv rehash lock there stalls every interactive bash).
+	t.Setenv("HOME", t.TempDir())
 	cfg := DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()

@@ -1,5 +1,3 @@
-//go:build muxd_exec
-
 package server
 
 import (
