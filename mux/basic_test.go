@@ -73,3 +73,13 @@ func TestChannelEcho(t *testing.T) {
 }
 
 var _ = json.Valid
+
+func TestMuxPingMeasuresRTT(t *testing.T) {
+	ts := newTestServer(t, pipeTransport, Config{}, echoRouter())
+	c, _ := ts.dial(t, Config{})
+	for range 3 {
+		if d, err := c.Ping(ctx5(t)); err != nil || d <= 0 {
+			t.Fatalf("ping: %v %v", d, err)
+		}
+	}
+}

@@ -85,6 +85,8 @@ type Conn struct {
 	calls         map[int64]chan rpcMsg // client: Calls waiting by id
 	nextCall      int64
 	goaway        *Error
+	nextPing      uint64
+	pingWaiters   map[uint64]chan struct{} // Ping calls waiting for their PONG
 }
 
 // sendQueue is the FIFO of frames of one channel (or of large RPC

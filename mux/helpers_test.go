@@ -201,3 +201,5 @@ func readN(t testing.TB, ch *Channel, n int, d time.Duration) []byte {
 }
 
 var errTest = errors.New("test")
+
+func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/coder/websocket"
@@ -44,6 +45,8 @@ func (c *Conn) readLoop() {
 // readErr maps a socket read error to the connection's error.
 func (c *Conn) readErr(err error) error {
 	switch websocket.CloseStatus(err) {
+	case StatusNormal:
+		return fmt.Errorf("%w: peer closed the socket", ErrConnClosed)
 	case StatusTooBig:
 		return &ProtocolError{Status: StatusTooBig, Reason: "message too big"}
 	case StatusGoingAway:
@@ -101,6 +104,7 @@ func (c *Conn) handleFrame(h header, p []byte) *ProtocolError {
 	case typePing:
 		c.queuePong(p)
 	case typePong:
+		c.handlePong(p)
 	case typeGoAway:
 		if c.server {
 			return protoErr("GOAWAY from client")

@@ -1,0 +1,333 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// The benchmarks compare mux with raw coder/websocket over TCP loopback,
+// the server in a helper process (this test binary re-executed with
+// benchServerEnv set), the baseline measured in the same run.
+
+const benchServerEnv = "MUXD_MUX_BENCH_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(benchServerEnv) == "1" {
+		runBenchServer()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// benchRouter serves "bulk" (writes 32 KiB frames until closed) and
+// "terminal" (echo).
+func benchRouter() *Router {
+	rt := echoRouter()
+	rt.HandleOpen("bulk", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
+		ch.SetInputEnabled(false)
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				if _, err := ch.WriteContext(ctx, buf); err != nil {
+					return
+				}
+			}
+		}()
+		return nil, nil
+	})
+	return rt
+}
+
+// benchHandler serves /ws (mux), /raw/push (32 KiB messages until the
+// client goes) and /raw/echo (echo every message).
+func benchHandler() http.Handler {
+	rt := benchRouter()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, Config{}, rt, ServerInfo{Name: "bench/1", Boot: "b"})
+		if err == nil {
+			<-c.Done()
+		}
+	})
+	mux.HandleFunc("/raw/push", func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx := ws.CloseRead(context.Background())
+		buf := make([]byte, 32<<10)
+		for ws.Write(ctx, websocket.MessageBinary, buf) == nil {
+		}
+	})
+	mux.HandleFunc("/raw/echo", func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		for {
+			typ, msg, err := ws.Read(context.Background())
+			if err != nil || ws.Write(context.Background(), typ, msg) != nil {
+				return
+			}
+		}
+	})
+	return mux
+}
+
+// runBenchServer is the helper process: it prints its address and
+// serves until stdin closes.
+func runBenchServer() {
+	srv := &http.Server{Handler: benchHandler()}
+	l, err := listenLoopback()
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("addr", l.Addr().String())
+	go func() { _ = srv.Serve(l) }()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = srv.Close()
+}
+
+// startBenchServer starts the helper process and returns its address.
+func startBenchServer(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill() // our own child, by pid
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "addr ")
+	if err != nil || !ok {
+		b.Fatalf("bench server: %q %v", line, err)
+	}
+	return addr
+}
+
+func benchDial(b *testing.B, addr string) *Conn {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws://"+addr+"/ws", DialOptions{Client: "bench/1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func rawDialAddr(b *testing.B, url string) *websocket.Conn {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws.SetReadLimit(1 << 20)
+	b.Cleanup(func() { _ = ws.CloseNow() })
+	return ws
+}
+
+// BenchmarkBulkThroughput: one channel of 32 KiB frames vs raw
+// WebSocket push of 32 KiB messages (target: mux ≥ 80% of raw).
+func BenchmarkBulkThroughput(b *testing.B) {
+	addr := startBenchServer(b)
+	frames := max(b.N, 4096) // at least 128 MiB per side
+	total := int64(frames) * 32 << 10
+
+	ws := rawDialAddr(b, "ws://"+addr+"/raw/push")
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	var got int64
+	for got < total {
+		_, r, err := ws.Reader(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(io.Discard, r, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got += n
+	}
+	raw := float64(got) / time.Since(start).Seconds() / 1e6
+	_ = ws.CloseNow()
+
+	c := benchDial(b, addr)
+	ch, _, err := c.Open(context.Background(), "bulk", 1<<20, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start = time.Now()
+	got = 0
+	for got < total {
+		n, err := ch.Read(buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got += int64(n)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	_ = ch.Close()
+	m := float64(got) / elapsed.Seconds() / 1e6
+	b.ReportMetric(raw, "raw_MB/s")
+	b.ReportMetric(m, "mux_MB/s")
+	b.ReportMetric(m/raw, "mux/raw")
+}
+
+// percentile returns the p-th percentile (0..1) of sorted ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
+}
+
+func rawRTTs(b *testing.B, addr string, n int) []time.Duration {
+	ws := rawDialAddr(b, "ws://"+addr+"/raw/echo")
+	defer ws.CloseNow()
+	msg := []byte{'a'}
+	out := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if err := ws.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := ws.Read(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func muxRTTs(b *testing.B, term *Channel, n int) []time.Duration {
+	msg, buf := []byte{'a'}, make([]byte, 16)
+	out := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if _, err := term.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := term.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// BenchmarkEchoRTT: 1-byte terminal echo round trip vs raw WebSocket
+// echo (target: p50 ≤ raw + 15 µs).
+func BenchmarkEchoRTT(b *testing.B) {
+	addr := startBenchServer(b)
+	n := max(b.N, 5000)
+	raw := rawRTTs(b, addr, n)
+	c := benchDial(b, addr)
+	term, _, err := c.Open(context.Background(), "terminal", 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	muxRTTs(b, term, 500) // warm up
+	b.ResetTimer()
+	m := muxRTTs(b, term, n)
+	b.StopTimer()
+	rp50, mp50 := percentile(raw, .5), percentile(m, .5)
+	b.ReportMetric(float64(rp50.Microseconds()), "raw_p50_µs")
+	b.ReportMetric(float64(mp50.Microseconds()), "mux_p50_µs")
+	b.ReportMetric(float64((mp50 - rp50).Microseconds()), "delta_p50_µs")
+	b.ReportMetric(float64(percentile(m, .99).Microseconds()), "mux_p99_µs")
+}
+
+// BenchmarkEchoRTTUnderBulk: the same echo while 4 bulk channels
+// saturate the connection (target: p99 ≤ 2 ms).
+func BenchmarkEchoRTTUnderBulk(b *testing.B) {
+	addr := startBenchServer(b)
+	n := max(b.N, 2000)
+	raw := rawRTTs(b, addr, n)
+	c := benchDial(b, addr)
+	for range 4 {
+		ch, _, err := c.Open(context.Background(), "bulk", 1<<20, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go drain(ch)
+	}
+	term, _, err := c.Open(context.Background(), "terminal", 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	muxRTTs(b, term, 200)
+	b.ResetTimer()
+	m := muxRTTs(b, term, n)
+	b.StopTimer()
+	b.ReportMetric(float64(percentile(raw, .99).Microseconds()), "raw_idle_p99_µs")
+	b.ReportMetric(float64(percentile(m, .5).Microseconds()), "mux_p50_µs")
+	b.ReportMetric(float64(percentile(m, .99).Microseconds()), "mux_p99_µs")
+}
+
+// BenchmarkDataFrameAllocs counts heap allocations per 32 KiB DATA frame
+// in steady state, both ends in this process (target: ~0).
+func BenchmarkDataFrameAllocs(b *testing.B) {
+	ts := newTestServer(b, tcpTransport, Config{}, benchRouter())
+	c, _ := ts.dial(b, Config{})
+	ch, _, err := c.Open(context.Background(), "bulk", 1<<20, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 32<<10)
+	read := func(frames int) {
+		for range frames {
+			if _, err := io.ReadFull(ch, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	read(1000) // warm the pools
+	frames := max(b.N, 20000)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	b.ResetTimer()
+	read(frames)
+	b.StopTimer()
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/float64(frames), "allocs/frame")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(frames), "B/frame")
+}
