@@ -32,6 +32,8 @@ async function attachTerminal(c, params, { consume = true, window } = {}) {
     onClose: (info) => (got.closed = info),
   }, window ? { window } : {});
   got.ch = ch;
+  // bash may drop what is typed before its first prompt.
+  await until(() => /[$#>] $/.test(got.text), 20000, `the shell prompt (got ${JSON.stringify(got.text)})`);
   return got;
 }
 
@@ -162,6 +164,7 @@ describe('wsmux client against muxd', () => {
         return ch;
       };
       let ch = await open();
+      await until(() => /[$#>] $/.test(text), 20000, 'the shell prompt');
       const lost = new Promise((r) => c.on('lost', r));
       ch.write('for i in 1 2 3; do echo line-$i-mark; done\n');
       await until(() => text.includes('line-3-mark'), 5000, 'first batch');

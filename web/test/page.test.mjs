@@ -30,12 +30,28 @@ async function waitTerm(page, re, ms = 10000) {
   }
 }
 
-// typeLine types into the focused terminal once its input is live.
-async function typeLine(page, text) {
-  await page.waitForFunction(() => {
+// waitPrompt waits until the active terminal is attached and its shell
+// shows a prompt: bash may drop what is typed while it starts.
+function waitPrompt(page) {
+  return page.waitForFunction(() => {
     const v = globalThis.muxd?.tabs.active?.view;
-    return v && v.ch && !v.replaying;
-  }, null, { timeout: 10000 });
+    if (!v || !v.ch || v.replaying) return false;
+    const b = v.term.buffer.active;
+    const line = b.getLine(b.baseY + b.cursorY)?.translateToString(true) ?? '';
+    return /[$#>] ?$/.test(line);
+  }, null, { timeout: 20000 });
+}
+
+// freshTerminal opens a new terminal tab and waits for its prompt.
+async function freshTerminal(page) {
+  await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+  await page.evaluate(() => globalThis.muxd.tabs.newTerminal());
+  await waitPrompt(page);
+}
+
+// typeLine types into the focused terminal once its shell is ready.
+async function typeLine(page, text) {
+  await waitPrompt(page);
   await page.locator('.pane.term:not([hidden]) .xterm-helper-textarea').focus();
   await page.keyboard.type(text);
   await page.keyboard.press('Enter');
@@ -94,8 +110,7 @@ describe('the page in Chromium', { skip }, () => {
   test('on a phone the key bar sends Ctrl-C and a sticky Ctrl', async () => {
     const { ctx, page, errors } = await openPage(browser, d, { width: 390, height: 760 });
     try {
-      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
-      await page.evaluate(() => globalThis.muxd.tabs.newTerminal());
+      await freshTerminal(page);
       await typeLine(page, 'sleep 30; echo slept-through');
       await page.click('#keybar button[title="Ctrl-C"]');
       await typeLine(page, 'echo after-$((2*3))-int');
@@ -115,7 +130,7 @@ describe('the page in Chromium', { skip }, () => {
   test('after the socket breaks the page reconnects and resumes without duplicate lines', async () => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
-      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      await freshTerminal(page);
       await typeLine(page, 'for i in 1 2 3; do echo dup-$i-x; done');
       await waitTerm(page, /^dup-3-x$/m);
       const sawReconnect = page.waitForSelector('#conn[data-state="reconnecting"], #conn[data-state="connecting"]', { timeout: 5000 });
@@ -143,9 +158,7 @@ describe('the page in Chromium', { skip }, () => {
     for (const tc of cases) {
       const { ctx, page, errors } = await openPage(browser, d);
       try {
-        await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
-        await page.evaluate(() => globalThis.muxd.tabs.newTerminal());
-        await page.waitForFunction(() => globalThis.muxd.tabs.active?.view?.ch && !globalThis.muxd.tabs.active.view.replaying, null, { timeout: 10000 });
+        await freshTerminal(page);
         const total = 3000000;
         const got = await page.evaluate(async ({ hidden, total }) => {
           const v = globalThis.muxd.tabs.active.view;
