@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"fmt"
+	"os"
 	"net/http"
 	"testing"
 	"time"
@@ -38,7 +40,8 @@ func TestSIGTERMLeavesNoDescendantAlive(t *testing.T) {
 			time.Sleep(10 * time.Millisecond) // polling /proc: there is no event to wait on
 		}
 		if alive(pid) {
-			t.Errorf("pid %d (a descendant of muxd) is alive after SIGTERM", pid)
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			t.Errorf("pid %d (a descendant of muxd: %q) is alive after SIGTERM", pid, cmdline)
 		}
 	}
 	if resp, err := http.Get(d.URL + "/healthz"); err == nil {

@@ -195,6 +195,7 @@ func (s *Server) shutdown(graceful bool) error {
 		s.backend.close(ctx)
 	}()
 	wg.Wait()
+	s.killOrphans(300 * time.Millisecond)
 	err := os.RemoveAll(s.runDir)
 	if err != nil {
 		s.log.Warn("removing run directory", "dir", s.runDir, "err", err)
