@@ -2,8 +2,8 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
