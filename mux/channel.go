@@ -40,6 +40,8 @@ type Channel struct {
 	peerEOF       bool
 	onCtrl        func(op json.RawMessage)
 	ctrlBacklog   []json.RawMessage // server: CTRL that came before OnCtrl
+	wctx          context.Context   // the ctx whose end wakes writers (see watchLocked)
+	wstop         func() bool
 }
 
 func (c *Conn) newChannel(id uint32, kind string) *Channel {
@@ -162,6 +164,7 @@ func (ch *Channel) Consumed(n int) {
 	ch.c.mu.Lock()
 	defer ch.c.mu.Unlock()
 	ch.consumedLocked(int64(n))
+	ch.c.flushLocked()
 }
 
 // consumedLocked returns credit, coalesced until at least half the
@@ -228,6 +231,7 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 		}
 		if credit {
 			ch.consumedLocked(int64(n))
+			c.flushLocked() // a due WINDOW goes out from here when the socket is idle
 		}
 		c.mu.Unlock()
 		return n, nil, nil
@@ -259,17 +263,12 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 	if prefix >= 0 {
 		extra = 1
 	}
-	if ctx != nil && ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			c.mu.Lock()
-			ch.cond.Broadcast()
-			c.mu.Unlock()
-		})
-		defer stop()
-	}
 	total := 0
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if ctx != nil && ctx.Done() != nil && ctx != ch.wctx {
+		ch.watchLocked(ctx)
+	}
 	for len(p) > 0 {
 		if err := ch.writeErrLocked(ctx); err != nil {
 			return total, err
@@ -296,10 +295,26 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 		ch.sendCredit -= int64(n + extra)
 		ch.dataQueued = true
 		c.enqueueLocked(&ch.q, f)
+		c.flushLocked()
 		p = p[n:]
 		total += n
 	}
 	return total, nil
+}
+
+// watchLocked makes ctx's end wake ch's waiters. A pump writes with the
+// same ctx every time, so the registration is kept (and replaced only
+// for another ctx) rather than made per call: no allocation per frame.
+func (ch *Channel) watchLocked(ctx context.Context) {
+	if ch.wstop != nil {
+		ch.wstop()
+	}
+	ch.wctx = ctx
+	ch.wstop = context.AfterFunc(ctx, func() {
+		ch.c.mu.Lock()
+		ch.cond.Broadcast()
+		ch.c.mu.Unlock()
+	})
 }
 
 // writeErrLocked is the error a write or CTRL on ch gets now, if any.
@@ -372,11 +387,12 @@ func (ch *Channel) sendSmall(t frameType, payload []byte, urgent bool) error {
 	if urgent {
 		c.urgent.push(f)
 		c.writerCond.Signal()
-		return nil
+	} else {
+		f.ch = ch
+		ch.smallQueued++
+		c.enqueueLocked(&ch.q, f)
 	}
-	f.ch = ch
-	ch.smallQueued++
-	c.enqueueLocked(&ch.q, f)
+	c.flushLocked()
 	return nil
 }
 
@@ -394,6 +410,7 @@ func (ch *Channel) CloseWithError(e *Error) error {
 	}
 	ch.queueCloseLocked(e)
 	ch.dropLocked(ErrChannelClosed, true)
+	c.flushLocked()
 	return nil
 }
 
@@ -436,6 +453,9 @@ func (ch *Channel) dropLocked(err error, local bool) {
 		}
 	}
 	ch.openDone = true
+	if ch.wstop != nil {
+		ch.wstop()
+	}
 	ch.cond.Broadcast()
 	c.wakeBudgetLocked()
 	ch.cancel()

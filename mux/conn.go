@@ -85,6 +85,9 @@ type Conn struct {
 	calls         map[int64]chan rpcMsg // client: Calls waiting by id
 	nextCall      int64
 	goaway        *Error
+	writing       bool   // the write token: a frame is being written
+	writeErr      error  // a socket write failed; the writer goroutine ends the conn
+	window        []byte // WINDOW scratch, used by the token holder
 	nextPing      uint64
 	pingWaiters   map[uint64]chan struct{} // Ping calls waiting for their PONG
 }

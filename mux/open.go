@@ -74,6 +74,7 @@ func (c *Conn) runOpen(fn OpenHandler, ch *Channel, params json.RawMessage) {
 	ch.q.held = false
 	ch.opened = true
 	c.scheduleLocked(&ch.q)
+	c.flushLocked()
 	ch.cond.Broadcast()
 }
 
@@ -147,6 +148,7 @@ func (c *Conn) Open(ctx context.Context, kind string, window int, params any) (*
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, typeOpen, ch.id, payload)
 	c.enqueueLocked(&ch.q, f)
+	c.flushLocked()
 
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()

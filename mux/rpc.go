@@ -18,7 +18,7 @@ func (c *Conn) handleRPC(p []byte) {
 	m, kind, perr := parseRPC(p)
 	if perr != nil {
 		if m.ID != nil || perr.Code == CodeParseError || m.Method == "" {
-			c.respondError(m.ID, perr)
+			c.reject(m.ID, perr)
 		}
 		return
 	}
@@ -29,11 +29,11 @@ func (c *Conn) handleRPC(p []byte) {
 		c.deliverNotification(m)
 	case rpcRequest:
 		if !c.server {
-			c.respondError(m.ID, NewError(CodeMethodNotFound, "the client serves no methods"))
+			c.reject(m.ID, NewError(CodeMethodNotFound, "the client serves no methods"))
 			return
 		}
 		if len(p) > c.cfg.MaxRPCRequest {
-			c.respondError(m.ID, NewError(CodeInvalidRequest, "request exceeds maxRpcRequest (%d bytes)", c.cfg.MaxRPCRequest))
+			c.reject(m.ID, NewError(CodeInvalidRequest, "request exceeds maxRpcRequest (%d bytes)", c.cfg.MaxRPCRequest))
 			return
 		}
 		c.serveRequest(m, int64(len(p)))
@@ -48,7 +48,7 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	}
 	rt, ok := c.router.method(m.Method)
 	if !ok {
-		c.respondError(m.ID, NewError(CodeMethodNotFound, "method %q not found", m.Method))
+		c.reject(m.ID, NewError(CodeMethodNotFound, "method %q not found", m.Method))
 		return
 	}
 	long := rt.isLong != nil && rt.isLong(m.Params)
@@ -70,7 +70,7 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	}
 	if busy != nil {
 		c.mu.Unlock()
-		c.respondError(m.ID, busy)
+		c.reject(m.ID, busy)
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -129,18 +129,18 @@ func (c *Conn) cancelRequest(m rpcMsg) {
 		ID json.RawMessage `json:"id"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil || !validID(p.ID) || len(p.ID) == 0 {
-		c.respondError(m.ID, ErrInvalidParams("rpc.cancel needs the id of a pending request"))
+		c.reject(m.ID, ErrInvalidParams("rpc.cancel needs the id of a pending request"))
 		return
 	}
 	c.mu.Lock()
 	pr := c.pending[string(p.ID)]
 	c.mu.Unlock()
 	if pr == nil {
-		c.respondError(m.ID, ErrNotFound("no pending request with id "+string(p.ID)))
+		c.reject(m.ID, ErrNotFound("no pending request with id "+string(p.ID)))
 		return
 	}
 	pr.cancel()
-	c.respondResult(m.ID, struct{}{})
+	c.queueRPC([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`))
 }
 
 type rpcResponseOut struct {
@@ -150,6 +150,7 @@ type rpcResponseOut struct {
 	Error   *rpcError       `json:"error,omitempty"`
 }
 
+// respondResult answers a request from a handler goroutine.
 func (c *Conn) respondResult(id json.RawMessage, res any) {
 	if res == nil {
 		res = struct{}{}
@@ -166,32 +167,58 @@ func (c *Conn) respondResult(id json.RawMessage, res any) {
 	c.sendRPC(b, false)
 }
 
-func (c *Conn) respondError(id json.RawMessage, e *Error) {
+// respondError answers a request with an error from a handler goroutine.
+func (c *Conn) respondError(id json.RawMessage, e *Error) { c.sendRPC(encodeError(id, e), false) }
+
+// reject answers from the read loop, which only queues.
+func (c *Conn) reject(id json.RawMessage, e *Error) { c.queueRPC(encodeError(id, e)) }
+
+// encodeError encodes a JSON-RPC error response; data.reason carries the
+// reason string.
+func encodeError(id json.RawMessage, e *Error) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
 	out := rpcResponseOut{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: e.Code, Message: e.Message}}
-	if r := e.Reason; r != "" || e.Code.Reason() != "" {
-		if r == "" {
-			r = e.Code.Reason()
-		}
+	r := e.Reason
+	if r == "" {
+		r = e.Code.Reason()
+	}
+	if r != "" {
 		out.Error.Data = &rpcErrorData{Reason: r}
 	}
 	if out.Error.Message == "" {
-		out.Error.Message = out.Error.Data.Reason
+		out.Error.Message = r
 	}
 	b, _ := json.Marshal(out) // Cannot fail: plain strings and numbers.
-	c.sendRPC(b, false)
+	return b
 }
 
-// sendRPC queues one RPC message: up to maxFrame with the urgent frames,
-// larger ones (and notifications) in the bulk class. Budget is charged
-// for large messages only; small ones are bounded by the request caps.
+// sendRPC queues one RPC message (see queueRPC) and, for responses and
+// calls, writes it at once if the socket is idle.
 func (c *Conn) sendRPC(payload []byte, notify bool) bool {
-	f := getFrame(headerLen + len(payload))
-	f.b = appendFrame(f.b, typeRPC, 0, payload)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ok := c.queueRPCLocked(payload, notify)
+	if !notify { // Notify must never block its caller on the socket
+		c.flushLocked()
+	}
+	return ok
+}
+
+// queueRPC queues one RPC message from the read loop, which never writes.
+func (c *Conn) queueRPC(payload []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queueRPCLocked(payload, false)
+}
+
+// queueRPCLocked queues one RPC message: up to maxFrame with the urgent frames,
+// larger ones (and notifications) in the bulk class. Budget is charged
+// for large messages only; small ones are bounded by the request caps.
+func (c *Conn) queueRPCLocked(payload []byte, notify bool) bool {
+	f := getFrame(headerLen + len(payload))
+	f.b = appendFrame(f.b, typeRPC, 0, payload)
 	if c.closed || notify && c.notifies >= maxPendingNotify {
 		putFrame(f)
 		return false

@@ -7,54 +7,98 @@ import (
 	"github.com/coder/websocket"
 )
 
-// writeLoop is the one goroutine that writes to the socket. It takes the
-// next frame by priority under c.mu, then writes it without the lock.
+// Frames reach the socket through one write token (Conn.writing): the
+// writer goroutine takes it whenever frames wait; a producer that queues
+// a frame while the token is free (nothing in flight, so nothing queued
+// ahead of it) takes it and writes at once, saving a goroutine handoff
+// on the keystroke path. Either way one frame is written at a time,
+// chosen by the same priority rules, so order and fairness do not
+// depend on who writes. The read goroutine never takes the token: it
+// must not block on the socket.
+
+// writeLoop is the goroutine that writes queued frames.
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
-	var window []byte // scratch for WINDOW frames
+	c.mu.Lock()
 	for {
-		c.mu.Lock()
-		var f *outFrame
-		var msg []byte
-		for {
-			if c.closed {
-				c.mu.Unlock()
-				return
-			}
-			if ch := c.nextWindowLocked(); ch != nil {
-				window = appendWindow(window[:0], ch.id, uint32(ch.pendingWindow))
-				ch.pendingWindow = 0
-				msg = window
-				break
-			}
-			if f = c.nextFrameLocked(); f != nil {
-				msg = f.b
-				break
-			}
+		for !c.closed && c.writeErr == nil && (c.writing || !c.hasWorkLocked()) {
 			c.writerCond.Wait()
 		}
-		c.mu.Unlock()
-
-		c.writeStart.Store(time.Now().UnixNano())
-		err := c.ws.Write(context.Background(), websocket.MessageBinary, msg)
-		c.writeStart.Store(0)
-
-		if f != nil {
-			c.mu.Lock()
-			c.used -= f.cost
-			if len(c.budgetWaiters) > 0 {
-				c.wakeBudgetLocked()
-			}
+		if c.closed || c.writeErr != nil {
+			err := c.writeErr
 			c.mu.Unlock()
-			if f.sent != nil {
-				close(f.sent)
+			if err != nil {
+				c.shutdown(err)
 			}
-			putFrame(f)
-		}
-		if err != nil {
-			c.shutdown(err)
 			return
 		}
+		c.writeOneLocked()
+	}
+}
+
+// flushLocked is the producers' fast path: with the token free it writes
+// the next frame itself, else it leaves the work to the writer goroutine.
+func (c *Conn) flushLocked() {
+	if c.writing || c.closed || c.writeErr != nil {
+		return
+	}
+	c.writeOneLocked()
+	if c.hasWorkLocked() || c.writeErr != nil {
+		c.writerCond.Signal()
+	}
+}
+
+// hasWorkLocked reports whether a frame waits.
+func (c *Conn) hasWorkLocked() bool {
+	if !c.windowReady.empty() || !c.urgent.empty() {
+		return true
+	}
+	for cl := range c.rings {
+		if !c.rings[cl].empty() {
+			return true
+		}
+	}
+	return false
+}
+
+// writeOneLocked takes the token, writes the next frame with c.mu
+// released, and gives the token back. A write error is kept in writeErr
+// for the writer goroutine to end the connection (the caller may hold
+// locks shutdown needs).
+func (c *Conn) writeOneLocked() {
+	var f *outFrame
+	var msg []byte
+	if ch := c.nextWindowLocked(); ch != nil {
+		c.window = appendWindow(c.window[:0], ch.id, uint32(ch.pendingWindow))
+		ch.pendingWindow = 0
+		msg = c.window
+	} else if f = c.nextFrameLocked(); f != nil {
+		msg = f.b
+	} else {
+		return
+	}
+	c.writing = true
+	c.mu.Unlock()
+
+	c.writeStart.Store(time.Now().UnixNano())
+	err := c.ws.Write(context.Background(), websocket.MessageBinary, msg)
+	c.writeStart.Store(0)
+	if f != nil && f.sent != nil {
+		close(f.sent)
+	}
+
+	c.mu.Lock()
+	c.writing = false
+	if f != nil {
+		c.used -= f.cost
+		if len(c.budgetWaiters) > 0 {
+			c.wakeBudgetLocked()
+		}
+		putFrame(f)
+	}
+	if err != nil && c.writeErr == nil {
+		c.writeErr = err
+		c.writerCond.Signal()
 	}
 }
 
