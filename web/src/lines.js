@@ -60,10 +60,24 @@ export class LogStore {
       start = ends[0] + 1;
       ends.shift();
     }
-    for (const end of ends) {
-      this.#append(stream, base + start, bytes.subarray(start, end));
+    if (ends.length > 0 && this.partial[stream]) {
+      // The first line began in an earlier chunk.
+      this.#append(stream, base + start, bytes.subarray(start, ends[0]));
       this.#emit(stream);
-      start = end + 1;
+      start = ends.shift() + 1;
+    }
+    if (ends.length > 0) {
+      // One decode and one split for all complete lines: a 0x0A byte is
+      // never part of a multi-byte sequence, so the split lines up with
+      // the newline offsets found above.
+      const last = ends[ends.length - 1];
+      const parts = decoder.decode(bytes.subarray(start, last)).split('\n');
+      let off = base + start;
+      for (let k = 0; k < parts.length; k++) {
+        this.lines.push({ seq: ++this.seq, stream, off, text: clean(parts[k]) });
+        off = base + ends[k] + 1;
+      }
+      start = last + 1;
     }
     if (start < bytes.length) this.#append(stream, base + start, bytes.subarray(start));
     // Bound a line with no end (a 100 MB single line).

@@ -12,7 +12,8 @@ import { el, fmtDuration, statusText } from './ui.js';
 const MAX_LINES = 5000; // lines kept and drawn while following
 const MAX_EARLIER_LINES = 20000; // lines "load earlier" may add above
 const READ_CHUNK = 256 * 1024; // bytes per process.read
-const WINDOW = 1024 * 1024; // credit per process channel
+const RENDER_MS = 100; // minimum time between two renders
+const WINDOW = 256 * 1024; // credit per process channel: bytes queued ahead of a keystroke echo
 
 /** LogView shows process `proc` (a Process) in `pane`. */
 export class LogView {
@@ -94,7 +95,7 @@ export class LogView {
     if (b.length < 1) return;
     this.store.push(b[0] === 2 ? 'stderr' : 'stdout', b.subarray(1));
     ch.consume(b.length);
-    this.#schedule();
+    if (!this.pane.hidden) this.#schedule();
   }
 
   #ctrl(op) {
@@ -119,17 +120,28 @@ export class LogView {
 
   #schedule() {
     if (this.frame) return;
-    const run = () => {
-      this.frame = 0;
-      this.render();
-    };
-    // rAF does not run in hidden tabs; the store is bounded, so waiting is fine.
-    this.frame = requestAnimationFrame(run);
+    // At most one render per RENDER_MS: a log does not need 60 fps, and
+    // the main thread stays free for keystrokes. rAF does not run in hidden
+    // tabs; the store is bounded, so waiting is fine.
+    const wait = Math.max(0, (this.lastRender ?? 0) + RENDER_MS - performance.now());
+    this.frame = setTimeout(() => {
+      this.frame = requestAnimationFrame(() => {
+        this.frame = 0;
+        this.lastRender = performance.now();
+        this.render();
+      });
+    }, wait);
   }
 
-  /** render draws lines added since the last render (while following). */
+  /**
+   * render draws lines added since the last render, while following and
+   * shown. Consecutive lines of one stream share one element (a flood is a
+   * few nodes per frame, not thousands), and the oldest elements go once
+   * more than MAX_LINES lines are drawn.
+   */
   render() {
     this.#updateInfo();
+    if (this.pane.hidden) return; // drawn when shown (see show())
     if (!this.follow) {
       this.jump.hidden = this.store.seq === this.drawn;
       return;
@@ -139,15 +151,34 @@ export class LogView {
     if (fresh.length >= MAX_LINES || fresh[0].seq !== this.drawn + 1) {
       // Fell behind by more than a view: redraw the view.
       this.live.replaceChildren();
+      this.liveLines = 0;
     }
+    let i = Math.max(0, fresh.length - MAX_LINES);
     const frag = document.createDocumentFragment();
-    for (const l of fresh) frag.append(lineEl(l.stream, l.text));
+    while (i < fresh.length) {
+      const stream = fresh[i].stream;
+      let j = i;
+      const texts = [];
+      while (j < fresh.length && fresh[j].stream === stream) texts.push(fresh[j++].text);
+      const blk = lineEl(stream, texts.join('\n'));
+      blk.dataset.n = String(texts.length);
+      frag.append(blk);
+      this.liveLines = (this.liveLines ?? 0) + texts.length;
+      i = j;
+    }
     this.live.append(frag);
     this.drawn = fresh[fresh.length - 1].seq;
-    let extra = this.live.childElementCount - MAX_LINES;
-    while (extra-- > 0) this.live.firstElementChild.remove();
+    while (this.live.firstElementChild && this.liveLines - Number(this.live.firstElementChild.dataset.n) >= MAX_LINES) {
+      this.liveLines -= Number(this.live.firstElementChild.dataset.n);
+      this.live.firstElementChild.remove();
+    }
     this.jump.hidden = true;
-    this.scrollToEnd();
+    this.body.scrollTop = this.body.scrollHeight;
+  }
+
+  /** show draws what arrived while the tab was hidden. */
+  show() {
+    this.#schedule();
   }
 
   scrollToEnd() {
@@ -212,6 +243,7 @@ export class LogView {
 
   /** dispose detaches. The process is not touched. */
   dispose() {
+    clearTimeout(this.frame);
     cancelAnimationFrame(this.frame);
     this.ch?.close();
     this.ch = null;

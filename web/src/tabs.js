@@ -168,6 +168,8 @@ export class Tabs {
     if (tab.kind === 'term') {
       tab.view.refit();
       if (focus) tab.view.focus();
+    } else {
+      tab.view.show();
     }
     tab.tab.scrollIntoView({ block: 'nearest', inline: 'nearest' });
   }
