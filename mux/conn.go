@@ -61,6 +61,7 @@ type Conn struct {
 	closing    atomic.Bool  // a close handshake was started
 	onNotify   atomic.Pointer[NotifyHandler]
 	notifyQ    chan rpcMsg // client: notifications for the OnNotify goroutine
+	scratch    [512]byte   // the read loop's discard buffer
 
 	// mu guards the fields below and the mutable state of every Channel.
 	// It is never held across a socket write or a user callback.

@@ -19,27 +19,18 @@ type inRec struct {
 	ctrl json.RawMessage
 }
 
-// putData appends a DATA payload; limit is the most the ring may hold.
-func (b *inbuf) putData(p []byte, limit int) {
-	if b.n+len(p) > len(b.ring) {
-		b.grow(b.n+len(p), limit)
-	}
-	w := (b.r + b.n) % len(b.ring)
-	k := copy(b.ring[w:], p)
-	copy(b.ring, p[k:])
-	b.n += len(p)
-	b.recs.push(inRec{n: len(p)})
-}
-
-func (b *inbuf) grow(need, limit int) {
-	size := max(len(b.ring)*2, 4<<10)
-	for size < need {
-		size *= 2
-	}
-	size = max(min(size, limit), need)
+// resize makes the ring size bytes, keeping the buffered bytes.
+func (b *inbuf) resize(size int) {
 	nr := make([]byte, size)
 	b.copyOut(nr[:b.n])
 	b.ring, b.r = nr, 0
+}
+
+// commit records n bytes written at the write position (r+n) as one
+// DATA frame.
+func (b *inbuf) commit(n int) {
+	b.n += n
+	b.recs.push(inRec{n: n})
 }
 
 // copyOut copies the first len(p) buffered bytes into p without
@@ -63,9 +54,8 @@ func (b *inbuf) take(p []byte) int {
 	if rec.n == 0 {
 		b.recs.pop()
 	}
-	if b.n == 0 {
-		b.r = 0
-	}
+	// r is not rewound when the ring empties: the read loop may be
+	// filling the ring at r+n without the lock.
 	return n
 }
 

@@ -16,30 +16,81 @@ import (
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
 	buf := make([]byte, 0, headerLen+c.recvMaxFrame)
+	var h header
 	for {
-		msg, err := c.readMessage(buf)
-		if err != nil {
-			var pe *ProtocolError
-			if errors.As(err, &pe) {
-				c.fail(pe.Status, pe.Reason)
-			} else {
-				c.shutdown(c.readErr(err))
-			}
-			return
-		}
-		if cap(msg) > cap(buf) && cap(msg) <= 256<<10 {
-			buf = msg[:0] // keep a grown buffer unless it is huge
-		}
-		h, p, err := decodeFrame(msg)
-		if err != nil {
-			c.fail(StatusProtocol, err.Error())
-			return
-		}
-		if pe := c.handleFrame(h, p); pe != nil {
+		pe, err := c.readFrame(&buf, &h)
+		switch {
+		case pe != nil:
 			c.fail(pe.Status, pe.Reason)
+			return
+		case err != nil:
+			c.shutdown(c.readErr(err))
 			return
 		}
 	}
+}
+
+// readFrame reads and applies one message. DATA payloads are read
+// straight into the channel's buffer (readData); other frames are read
+// whole into *buf and decoded.
+func (c *Conn) readFrame(buf *[]byte, h *header) (*ProtocolError, error) {
+	typ, r, err := c.ws.Reader(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageBinary {
+		return protoErr("text message"), nil
+	}
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return protoErr(errShortFrame.Error()), nil
+		}
+		return nil, err
+	}
+	if h.Type() == typeData && h.Flags() == 0 && h.Channel() != 0 {
+		return c.readData(h.Channel(), r)
+	}
+	msg, err := readRest(r, append((*buf)[:0], h[:]...))
+	if err != nil {
+		return nil, err
+	}
+	if cap(msg) <= 256<<10 {
+		*buf = msg[:0] // keep a grown buffer unless it is huge
+	}
+	hd, p, err := decodeFrame(msg)
+	if err != nil {
+		return protoErr(err.Error()), nil
+	}
+	return c.handleFrame(hd, p), nil
+}
+
+// readRest appends the rest of a message to buf.
+func readRest(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readMessage reads one whole binary message (the handshake's HELLO).
+func (c *Conn) readMessage(buf []byte) ([]byte, error) {
+	typ, r, err := c.ws.Reader(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageBinary {
+		return nil, &ProtocolError{Status: StatusProtocol, Reason: "text message"}
+	}
+	return readRest(r, buf[:0])
 }
 
 // readErr maps a socket read error to the connection's error.
@@ -61,31 +112,6 @@ func (c *Conn) readErr(err error) error {
 		return &ProtocolError{Status: StatusTooBig, Reason: "message too big"}
 	}
 	return err
-}
-
-// readMessage reads one binary message into buf (growing it).
-func (c *Conn) readMessage(buf []byte) ([]byte, error) {
-	typ, r, err := c.ws.Reader(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	if typ != websocket.MessageBinary {
-		return nil, &ProtocolError{Status: StatusProtocol, Reason: "text message"}
-	}
-	buf = buf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
 
 func protoErr(reason string) *ProtocolError {
@@ -127,7 +153,8 @@ func (c *Conn) handleFrame(h header, p []byte) *ProtocolError {
 		}
 		return c.handleOpenReply(t, id, p)
 	case typeData:
-		c.handleData(id, p)
+		// Only malformed DATA gets here (readData takes the rest);
+		// decodeFrame has rejected it already.
 	case typeWindow:
 		c.handleWindow(id, windowIncrement(p))
 	case typeEOF:
@@ -176,32 +203,103 @@ func (c *Conn) queuePong(p []byte) {
 	c.writerCond.Signal()
 }
 
-// handleData stores DATA in the channel's buffer, or closes the channel
-// for a frame over maxFrame, beyond credit, or after EOF.
-func (c *Conn) handleData(id uint32, p []byte) {
+// readData reads a DATA payload from r straight into the free space of
+// the channel's buffer, then checks it: over maxFrame closes the channel
+// with frame_size, beyond credit with flow_control, after EOF with
+// protocol. Frames for unknown channels are read and dropped.
+//
+// The copy runs without c.mu: only this goroutine writes the buffer, the
+// consumer only reads the filled part and advances r (r+n, the write
+// position, does not move), and a local Close swaps the ring out (the
+// bytes then go to the orphaned array and are dropped below).
+func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	ch := c.channels[id]
 	if ch == nil {
-		return // unknown or closed: dropped
+		c.mu.Unlock()
+		_, err := c.discard(r)
+		return nil, err // unknown or closed: dropped
+	}
+	b := &ch.in
+	if len(b.ring) < int(ch.granted) {
+		b.resize(int(ch.granted))
+	}
+	var seg1, seg2 []byte
+	if size := len(b.ring); size > 0 {
+		w := (b.r + b.n) % size
+		limit := min(size-b.n, c.recvMaxFrame+1)
+		seg1 = b.ring[w:min(size, w+limit)]
+		seg2 = b.ring[:limit-len(seg1)]
+	}
+	c.mu.Unlock()
+
+	k, err := readFull2(r, seg1, seg2)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := c.discard(r) // anything past the space: a violation
+	if err != nil {
+		return nil, err
+	}
+	total := k + extra
+	if total == 0 {
+		return protoErr(errBadPayload.Error()), nil
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch.closed {
+		return nil, nil
 	}
 	var e *Error
 	switch {
-	case len(p) > c.recvMaxFrame:
-		e = NewError(CodeFrameSize, "DATA of %d bytes exceeds maxFrame (%d)", len(p), c.recvMaxFrame)
-	case int64(len(p)) > ch.recvAvail:
-		e = NewError(CodeFlowControl, "DATA of %d bytes with %d bytes of credit", len(p), ch.recvAvail)
+	case total > c.recvMaxFrame:
+		e = NewError(CodeFrameSize, "DATA of %d bytes exceeds maxFrame (%d)", total, c.recvMaxFrame)
+	case int64(total) > ch.recvAvail:
+		e = NewError(CodeFlowControl, "DATA of %d bytes with %d bytes of credit", total, ch.recvAvail)
 	case ch.peerEOF:
 		e = NewError(CodeProtocol, "DATA after EOF")
 	}
 	if e != nil {
 		ch.queueCloseLocked(e)
 		ch.dropLocked(e, true)
-		return
+		return nil, nil
 	}
-	ch.recvAvail -= int64(len(p))
-	ch.in.putData(p, int(ch.granted))
+	ch.recvAvail -= int64(total)
+	b.commit(total)
 	ch.cond.Broadcast()
+	return nil, nil
+}
+
+// readFull2 reads into a then b until both are full or the message ends.
+func readFull2(r io.Reader, a, b []byte) (int, error) {
+	n, err := io.ReadFull(r, a)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return n, nil
+	}
+	if err != nil || len(b) == 0 {
+		return n, err
+	}
+	m, err := io.ReadFull(r, b)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return n + m, err
+}
+
+// discard reads r to its end, returning the byte count.
+func (c *Conn) discard(r io.Reader) (int, error) {
+	total := 0
+	for {
+		n, err := r.Read(c.scratch[:])
+		total += n
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }
 
 // handleWindow adds send credit; credit past 2^31-1 closes the channel.
