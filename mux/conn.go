@@ -122,15 +122,16 @@ func newConn(ws *websocket.Conn, cfg Config, server bool, rt *Router) *Conn {
 
 // start runs the connection's goroutines.
 func (c *Conn) start() {
-	c.wg.Add(3)
-	go c.readLoop()
-	go c.writeLoop()
-	go c.watchdog()
 	if !c.server {
+		// Before the reader starts: it hands notifications to notifyQ.
 		c.notifyQ = make(chan rpcMsg, notifyQueueLength)
 		c.wg.Add(1)
 		go c.notifyLoop()
 	}
+	c.wg.Add(3)
+	go c.readLoop()
+	go c.writeLoop()
+	go c.watchdog()
 }
 
 // Hello returns the peer's HELLO.
