@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	muxdBin = filepath.Join(dir, "muxd")
-	build := exec.Command("go", "build", "-o", muxdBin, "../cmd/muxd")
+	args := []string{"build", "-o", muxdBin}
+	if raceBuild && os.Getenv("MUXD_BENCH") == "" && !benchRun() {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../cmd/muxd")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building muxd:", err)
@@ -44,6 +48,17 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// benchRun reports whether -test.bench was given: benchmarks measure an
+// optimized daemon, never a -race one.
+func benchRun() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.bench=") && a != "-test.bench=" {
+			return true
+		}
+	}
+	return false
 }
 
 // daemon is one running muxd.
@@ -146,13 +161,15 @@ func (d *daemon) Terminate(limit time.Duration) (time.Duration, error) {
 func (d *daemon) stop() {
 	select {
 	case <-d.exited:
-		return
 	default:
+		if _, err := d.Terminate(6 * time.Second); err != nil {
+			d.t.Errorf("%v\n%s", err, d.Logs())
+			_ = d.cmd.Process.Kill() // Best effort: our own child, by pid.
+			<-d.exited
+		}
 	}
-	if _, err := d.Terminate(6 * time.Second); err != nil {
-		d.t.Errorf("%v\n%s", err, d.Logs())
-		_ = d.cmd.Process.Kill() // Best effort: our own child, by pid.
-		<-d.exited
+	if logs := d.Logs(); strings.Contains(logs, "WARNING: DATA RACE") || strings.Contains(logs, "panic:") {
+		d.t.Errorf("the daemon reported a data race or panic:\n%s", logs)
 	}
 }
 
