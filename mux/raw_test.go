@@ -161,6 +161,7 @@ func TestChannelErrorsCloseOnlyThatChannel(t *testing.T) {
 			rc.send(typeData, 1, make([]byte, 32<<10))
 			rc.send(typeData, 1, make([]byte, 1))
 		}, "flow_control"},
+		{"DATA on a channel without input", func(rc *rawClient) { rc.send(typeData, 3, []byte("x")) }, "not_writable"},
 		{"credit past 2^31-1", func(rc *rawClient) {
 			rc.send(typeWindow, 1, windowPayload(maxWindow))
 		}, "flow_control"},
@@ -171,14 +172,19 @@ func TestChannelErrorsCloseOnlyThatChannel(t *testing.T) {
 			rt.HandleOpen("sink", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
 				return nil, nil // never reads: credit never returns
 			})
+			rt.HandleOpen("readonly", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
+				ch.SetInputEnabled(false)
+				return nil, nil
+			})
 			ts := newTestServer(t, tcpTransport, Config{}, rt)
 			rc := rawDial(t, ts, true)
 			rc.open(1, "sink", 4096)
+			rc.open(3, "readonly", 4096)
 			tc.send(rc)
 			h, p := rc.recvType(typeClose)
 			e, err := parseErrorPayload(p)
-			if h.Channel() != 1 || err != nil || e == nil || e.Reason != tc.reason {
-				t.Fatalf("got CLOSE %v %s, want %s on 1", h, p, tc.reason)
+			if err != nil || e == nil || e.Reason != tc.reason {
+				t.Fatalf("got CLOSE %v %s, want %s", h, p, tc.reason)
 			}
 			// The connection lives on.
 			rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":7,"method":"echo","params":{"ok":true}}`))
@@ -234,3 +240,25 @@ func TestPingPong(t *testing.T) {
 }
 
 var _ = errors.Is
+
+func TestHandshakeRules(t *testing.T) {
+	t.Run("no HELLO in time", func(t *testing.T) {
+		ts := newTestServer(t, tcpTransport, Config{HandshakeTimeout: 100 * time.Millisecond}, echoRouter())
+		rc := rawDial(t, ts, false)
+		if _, _, err := rc.tryRecv(); err == nil {
+			t.Fatal("got a frame before HELLO")
+		}
+	})
+	t.Run("no subprotocol", func(t *testing.T) {
+		ts := newTestServer(t, tcpTransport, Config{}, echoRouter())
+		ws, _, err := websocket.Dial(ctx5(t), ts.url, &websocket.DialOptions{HTTPClient: ts.client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		_, _, err = ws.Read(ctx5(t))
+		if got := websocket.CloseStatus(err); got != StatusProtocol {
+			t.Fatalf("close status %d, want 4000", got)
+		}
+	})
+}

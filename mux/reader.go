@@ -253,6 +253,8 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	}
 	var e *Error
 	switch {
+	case !ch.inputEnabled:
+		e = NewError(CodeNotWritable, "this channel takes no input")
 	case total > c.recvMaxFrame:
 		e = NewError(CodeFrameSize, "DATA of %d bytes exceeds maxFrame (%d)", total, c.recvMaxFrame)
 	case int64(total) > ch.recvAvail:
