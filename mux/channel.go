@@ -385,8 +385,7 @@ func (ch *Channel) sendSmall(t frameType, payload []byte, urgent bool) error {
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, t, ch.id, payload)
 	if urgent {
-		c.urgent.push(f)
-		c.writerCond.Signal()
+		c.pushUrgentLocked(f)
 	} else {
 		f.ch = ch
 		ch.smallQueued++

@@ -67,6 +67,8 @@ type Conn struct {
 	// It is never held across a socket write or a user callback.
 	mu            sync.Mutex
 	writerCond    sync.Cond // the writer waits here for frames
+	readerCond    sync.Cond // the server's read loop waits here (waitUrgentDrained)
+	urgentBytes   int64     // bytes in urgent
 	err           error     // why the connection ended; set once
 	closed        bool
 	channels      map[uint32]*Channel
@@ -115,6 +117,7 @@ func newConn(ws *websocket.Conn, cfg Config, server bool, rt *Router) *Conn {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.writerCond.L = &c.mu
+	c.readerCond.L = &c.mu
 	c.rpcBulk.class = ClassProcess
 	c.sendMaxFrame, c.recvMaxFrame = cfg.MaxFrame, cfg.MaxFrame
 	return c
@@ -169,8 +172,7 @@ func (c *Conn) GoAway(code Code, msg string) {
 	sent := f.sent
 	c.mu.Lock()
 	if !c.closed {
-		c.urgent.push(f)
-		c.writerCond.Signal()
+		c.pushUrgentLocked(f)
 	}
 	c.mu.Unlock()
 	t := time.NewTimer(c.cfg.CloseTimeout)
@@ -246,8 +248,10 @@ func (c *Conn) shutdown(err error) {
 	for !c.urgent.empty() {
 		putFrame(c.urgent.pop())
 	}
+	c.urgentBytes = 0
 	c.wakeBudgetLocked()
 	c.writerCond.Broadcast()
+	c.readerCond.Broadcast()
 	c.mu.Unlock()
 	c.cancel()
 	close(c.done)

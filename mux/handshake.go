@@ -53,7 +53,7 @@ func Accept(w http.ResponseWriter, r *http.Request, cfg Config, rt *Router, info
 	payload, _ := json.Marshal(helloMsg{V: 1, Server: info.Name, Boot: info.Boot, Limits: &lim}) // Cannot fail.
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, typeHello, 0, payload)
-	c.urgent.push(f) // first frame: the writer is not running yet
+	c.pushUrgentLocked(f) // first frame: the writer is not running yet
 	c.start()
 	return c, nil
 }

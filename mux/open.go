@@ -100,8 +100,7 @@ func (c *Conn) queueOpenFailLocked(id uint32, e *Error) {
 	payload, _ := json.Marshal(e) // Cannot fail.
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, typeOpenFail, id, payload)
-	c.urgent.push(f)
-	c.writerCond.Signal()
+	c.pushUrgentLocked(f)
 }
 
 // Open opens a channel of kind (client side). window is the DATA credit

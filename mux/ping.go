@@ -24,8 +24,7 @@ func (c *Conn) Ping(ctx context.Context) (time.Duration, error) {
 	c.pingWaiters[id] = wait
 	f := getFrame(headerLen + 8)
 	f.b = binary.BigEndian.AppendUint64(appendFrame(f.b, typePing, 0, nil), id)
-	c.urgent.push(f)
-	c.writerCond.Signal()
+	c.pushUrgentLocked(f)
 	c.mu.Unlock()
 	start := time.Now()
 	defer func() {

@@ -262,3 +262,45 @@ func TestHandshakeRules(t *testing.T) {
 		}
 	})
 }
+
+func TestServerStopsReadingWhenAnswersPileUp(t *testing.T) {
+	cfg := Config{ConnBudget: 160 << 10} // answers limit: 10 KiB
+	ts := newTestServer(t, pipeTransport, cfg, echoRouter())
+	rc := rawDial(t, ts, true)
+	s := recvOrTimeout(t, ts.conns, 5*time.Second, "server conn")
+	const n = 2000
+	sent := make(chan int, 1)
+	go func() {
+		i := 0
+		for ; i < n; i++ {
+			msg := appendFrame(nil, typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":1,"method":"nope"}`))
+			if rc.ws.Write(context.Background(), websocket.MessageBinary, msg) != nil {
+				break
+			}
+		}
+		sent <- i
+	}()
+	limit := s.urgentLimit()
+	deadline := time.Now().Add(5 * time.Second)
+	var queued int64
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		queued = s.urgentBytes
+		s.mu.Unlock()
+		if queued > limit {
+			break
+		}
+		time.Sleep(time.Millisecond) // polling a gauge, not synchronizing
+	}
+	if queued <= limit || queued > limit+512 {
+		t.Fatalf("server queues %d bytes of answers, want just over %d", queued, limit)
+	}
+	select {
+	case i := <-sent:
+		t.Fatalf("all %d of %d requests were read by a server that should have stopped", i, n)
+	default:
+	}
+	_ = rc.ws.CloseNow()
+	recvOrTimeout(t, sent, 5*time.Second, "sender end")
+	recvOrTimeout(t, s.Done(), 5*time.Second, "server end")
+}

@@ -18,6 +18,7 @@ func (c *Conn) readLoop() {
 	buf := make([]byte, 0, headerLen+c.recvMaxFrame)
 	var h header
 	for {
+		c.waitUrgentDrained()
 		pe, err := c.readFrame(&buf, &h)
 		switch {
 		case pe != nil:
@@ -199,8 +200,7 @@ func (c *Conn) queuePong(p []byte) {
 		return
 	}
 	c.pongs++
-	c.urgent.push(f)
-	c.writerCond.Signal()
+	c.pushUrgentLocked(f)
 }
 
 // readData reads a DATA payload from r straight into the free space of

@@ -224,8 +224,7 @@ func (c *Conn) queueRPCLocked(payload []byte, notify bool) bool {
 		return false
 	}
 	if !notify && len(payload) <= c.cfg.MaxFrame {
-		c.urgent.push(f)
-		c.writerCond.Signal()
+		c.pushUrgentLocked(f)
 		return true
 	}
 	f.notify = notify

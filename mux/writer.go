@@ -124,6 +124,10 @@ func (c *Conn) nextFrameLocked() *outFrame {
 		if f.pong {
 			c.pongs--
 		}
+		c.urgentBytes -= int64(len(f.b))
+		if c.urgentBytes <= c.urgentLimit() {
+			c.readerCond.Signal()
+		}
 		return f
 	}
 	for cl := range c.rings {
@@ -146,4 +150,31 @@ func (c *Conn) nextFrameLocked() *outFrame {
 		}
 	}
 	return nil
+}
+
+// pushUrgentLocked queues a first-class frame.
+func (c *Conn) pushUrgentLocked(f *outFrame) {
+	c.urgent.push(f)
+	c.urgentBytes += int64(len(f.b))
+	c.writerCond.Signal()
+}
+
+// urgentLimit bounds the first-class frames (mostly answers to the
+// peer's requests) a server queues: past it, the server stops reading
+// until they drain, so a client that sends without reading cannot make
+// the server queue answers without bound (1 MiB by default).
+func (c *Conn) urgentLimit() int64 { return c.cfg.ConnBudget / 16 }
+
+// waitUrgentDrained blocks the server's read loop while too many answers
+// wait for a peer that does not read. Clients never wait here: a server
+// sends no requests, so the two read loops cannot wait on each other.
+func (c *Conn) waitUrgentDrained() {
+	if !c.server {
+		return
+	}
+	c.mu.Lock()
+	for !c.closed && c.urgentBytes > c.urgentLimit() {
+		c.readerCond.Wait()
+	}
+	c.mu.Unlock()
 }
