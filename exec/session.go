@@ -200,11 +200,15 @@ func (s *session) roundTrip(ctx context.Context, text, stdinPath, outPath, errPa
 		timer = t.C
 	}
 	cancelled := ctx.Done()
+	markers := s.markers
 	for {
 		select {
-		case m, ok := <-s.markers:
+		case m, ok := <-markers:
 			if !ok {
-				return s.waitDeath(), "", nil
+				// The control pipe is gone, but that alone is not the
+				// shell's end: the exit record or the shell's exit decides.
+				markers = nil
+				continue
 			}
 			got, code, ok := parseMarker(m)
 			if ok && got == seq {

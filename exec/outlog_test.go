@@ -1,0 +1,125 @@
+package exec
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestOutputLogRingKeepsLastLimitBytes(t *testing.T) {
+	tests := []struct {
+		name   string
+		limit  int64
+		writes []string
+		first  int64
+		kept   string
+	}{
+		{"under limit", 10, []string{"abc", "def"}, 0, "abcdef"},
+		{"exactly full", 6, []string{"abc", "def"}, 0, "abcdef"},
+		{"wraps", 4, []string{"abc", "def"}, 2, "cdef"},
+		{"one write past limit", 3, []string{"abcdefgh"}, 5, "fgh"},
+		{"many wraps", 5, []string{"0123", "4567", "89ab", "cd"}, 9, "9abcd"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newOutputLog(filepath.Join(t.TempDir(), "log"), tc.limit)
+			defer l.remove()
+			for _, w := range tc.writes {
+				if err := l.append([]byte(w)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l.finish()
+			first, end, done := l.bounds()
+			buf := make([]byte, 64)
+			n, _, err := l.readOnce(buf, first)
+			if err != nil || first != tc.first || !done || string(buf[:n]) != tc.kept || end != tc.first+int64(len(tc.kept)) {
+				t.Fatalf("first=%d end=%d kept=%q err=%v, want first=%d kept=%q", first, end, buf[:n], err, tc.first, tc.kept)
+			}
+		})
+	}
+}
+
+func TestOutputReaderWakesOnAppendAndEndsAtFinish(t *testing.T) {
+	l := newOutputLog(filepath.Join(t.TempDir(), "log"), 1<<20)
+	defer l.remove()
+	r := newOutputReader(l, Stdout, 0)
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- b
+	}()
+	var want bytes.Buffer
+	for i := range 100 {
+		chunk := bytes.Repeat([]byte{byte(i)}, 1000)
+		want.Write(chunk)
+		if err := l.append(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.finish()
+	if b := recvOrTimeout(t, got, 5*time.Second, "follower EOF"); !bytes.Equal(b, want.Bytes()) {
+		t.Fatalf("follower got %d bytes, want %d", len(b), want.Len())
+	}
+}
+
+func TestOutputReaderCloseUnblocksRead(t *testing.T) {
+	l := newOutputLog(filepath.Join(t.TempDir(), "log"), 1<<20)
+	defer l.remove()
+	r := newOutputReader(l, Stdout, 0)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		errc <- err
+	}()
+	_ = r.Close()
+	if err := recvOrTimeout(t, errc, 5*time.Second, "unblocked read"); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("Read after Close: %v", err)
+	}
+}
+
+// TestOutputReaderUnderConcurrentWrapNeverReturnsWrongBytes appends a
+// counting pattern through a small ring while a follower reads: every
+// byte it returns must be the byte at that offset, with gaps reported.
+func TestOutputReaderUnderConcurrentWrapNeverReturnsWrongBytes(t *testing.T) {
+	l := newOutputLog(filepath.Join(t.TempDir(), "log"), 4096)
+	defer l.remove()
+	const total = 4 << 20
+	go func() {
+		buf := make([]byte, 1500)
+		for off := 0; off < total; off += len(buf) {
+			for i := range buf {
+				buf[i] = byte((off + i) % 251)
+			}
+			_ = l.append(buf)
+		}
+		l.finish()
+	}()
+	r := newOutputReader(l, Stdout, 0)
+	buf := make([]byte, 3000)
+	gaps := 0
+	for range 1 << 24 {
+		off := r.Offset()
+		n, err := r.Read(buf)
+		for i := range n {
+			if buf[i] != byte((off+int64(i))%251) {
+				t.Fatalf("byte at %d = %d, want %d", off+int64(i), buf[i], (off+int64(i))%251)
+			}
+		}
+		var gap *GapError
+		if errors.As(err, &gap) {
+			gaps++
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d gaps", gaps)
+}
