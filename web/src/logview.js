@@ -46,11 +46,17 @@ export class LogView {
     this.jump.addEventListener('click', () => this.scrollToEnd());
     this.status = el('div', { class: 'log-status', role: 'status' });
     pane.append(this.head, this.body, this.jump, this.status);
+    // Following stops only when the reader scrolls up (wheel, touch, keys,
+    // scrollbar), not when trimming or redrawing moves the scroll position.
+    const intent = () => (this.userScrollAt = performance.now());
+    for (const ev of ['wheel', 'touchmove', 'keydown', 'pointerdown']) this.body.addEventListener(ev, intent, { passive: true });
     this.body.addEventListener('scroll', () => {
       const atEnd = this.body.scrollHeight - this.body.scrollTop - this.body.clientHeight < 24;
-      if (atEnd !== this.follow) {
-        this.follow = atEnd;
-        if (atEnd) this.#schedule();
+      if (atEnd && !this.follow) {
+        this.follow = true;
+        this.#schedule();
+      } else if (!atEnd && this.follow && performance.now() - (this.userScrollAt ?? -1e9) < 1000) {
+        this.follow = false;
       }
     });
     this.#updateInfo();
@@ -238,7 +244,9 @@ export class LogView {
     this.status.textContent = `${statusText(p)} · ${fmtBytes(bytes)}${state ? ' · ' + state : ''}${
       p.startedAt ? ' · ' + fmtDuration(p) : ''
     }`;
-    if (!this.earlyTop) this.earlierBtn.disabled = this.store.earliest('stdout') <= 0 && this.store.earliest('stderr') <= 0;
+    const before = this.store.earliest('stdout') + this.store.earliest('stderr');
+    if (!this.earlyTop) this.earlierBtn.disabled = before <= 0;
+    if (!this.earlyTop && before > 0) this.info.textContent = `newest ${MAX_LINES.toLocaleString('en')} lines shown; ${fmtBytes(before)} before them`;
   }
 
   /** dispose detaches. The process is not touched. */

@@ -44,7 +44,9 @@ export class Tabs {
     for (const t of list) {
       if (!this.#find(`t:${t.id}`) && !t.exited) this.#addTerminal(t, false);
     }
-    await Promise.all(this.tabs.map((t) => t.view.attach()));
+    // Terminals never shown stay detached until activated: a page opened
+    // next to many busy terminals must not replay all of them at once.
+    await Promise.all(this.tabs.filter((t) => t.kind !== 'term' || t.shown).map((t) => t.view.attach()));
     const live = this.tabs.some((t) => t.kind === 'term' && !t.view.gone && !t.view.exited);
     if ((first && this.tabs.length === 0) || (bootChanged && !live)) await this.newTerminal();
     else if (!this.active && this.tabs.length > 0) this.activate(this.tabs[0]);
@@ -54,10 +56,7 @@ export class Tabs {
     try {
       const { terminals } = await this.client.call('terminal.list', {});
       const t = terminals.find((x) => x.id === id);
-      if (t && !this.#find(`t:${id}`)) {
-        const tab = this.#addTerminal(t, false);
-        await tab.view.attach();
-      }
+      if (t && !this.#find(`t:${id}`)) this.#addTerminal(t, false); // attached when shown
     } catch {
       // The next handshake's sync picks it up.
     }
@@ -165,7 +164,9 @@ export class Tabs {
       t.tab.classList.toggle('active', on);
     }
     this.active = tab;
+    tab.shown = true;
     if (tab.kind === 'term') {
+      if (!tab.view.ch) tab.view.attach();
       tab.view.refit();
       if (focus) tab.view.focus();
     } else {

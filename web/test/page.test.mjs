@@ -2,6 +2,9 @@
 // real muxd binary.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startDaemon } from '../testlib/daemon.mjs';
 import { haveChromium, launch } from '../testlib/browser.mjs';
 
@@ -57,6 +60,18 @@ async function typeLine(page, text) {
   await page.keyboard.press('Enter');
 }
 
+// closePage ends the terminals the test made (tests share one daemon, and
+// a new page opens a tab for every live terminal), then the page.
+async function closePage(ctx, page) {
+  await page.evaluate(async () => {
+    const c = globalThis.muxd?.client;
+    if (!c || c.state !== 'open') return;
+    const { terminals } = await c.call('terminal.list');
+    await Promise.all(terminals.map((t) => c.call('terminal.destroy', { id: t.id }).catch(() => {})));
+  }).catch(() => {});
+  await ctx.close();
+}
+
 async function openPage(browser, d, { width = 1200, height = 800, scheme = 'dark' } = {}) {
   const ctx = await browser.newContext({ viewport: { width, height }, colorScheme: scheme });
   const page = await ctx.newPage();
@@ -103,7 +118,7 @@ describe('the page in Chromium', { skip }, () => {
       assert.ok(Number(c2) < Number(c1), `cols: got ${c2} after shrinking, had ${c1}`);
       assert.deepEqual(errors, []);
     } finally {
-      await ctx.close();
+      await closePage(ctx, page);
     }
   });
 
@@ -123,7 +138,7 @@ describe('the page in Chromium', { skip }, () => {
       assert.doesNotMatch(await termText(page), /slept-through/);
       assert.deepEqual(errors, []);
     } finally {
-      await ctx.close();
+      await closePage(ctx, page);
     }
   });
 
@@ -146,7 +161,7 @@ describe('the page in Chromium', { skip }, () => {
       }
       assert.deepEqual(errors, []);
     } finally {
-      await ctx.close();
+      await closePage(ctx, page);
     }
   });
 
@@ -184,7 +199,7 @@ describe('the page in Chromium', { skip }, () => {
         }
         assert.deepEqual(errors, []);
       } finally {
-        await ctx.close();
+        await closePage(ctx, page);
       }
     }
   });
@@ -208,7 +223,37 @@ describe('the page in Chromium', { skip }, () => {
       await page.waitForSelector('#proc-list .chip.ok', { timeout: 5000 });
       assert.deepEqual(errors, []);
     } finally {
-      await ctx.close();
+      await closePage(ctx, page);
+    }
+  });
+
+  test('a log view resumes after the socket breaks, without duplicate or lost lines', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'muxd-webtest-trigger-'));
+    const go = join(dir, 'go');
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      // The process waits for a file the test creates after the reconnect.
+      const cmd = `for i in 1 2 3; do echo before-$i; done; while [ ! -e ${go} ]; do sleep 0.02; done; echo after-1; echo after-2 >&2`;
+      await page.fill('#proc-form input[name=command]', cmd);
+      await page.press('#proc-form input[name=command]', 'Enter');
+      const logLines = () => page.evaluate(() =>
+        [...document.querySelectorAll('.pane.log:not([hidden]) .log-live .ln')].flatMap((e) => e.textContent.split('\n')));
+      await page.waitForFunction(() => document.querySelector('.pane.log:not([hidden]) .log-live')?.textContent.includes('before-3'), null, { timeout: 10000 });
+      await d.drop();
+      await page.waitForSelector('#conn:not([data-state="open"])', { timeout: 5000 });
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      await writeFile(go, '');
+      await page.waitForFunction(() => document.querySelector('.pane.log:not([hidden]) .log-live')?.textContent.includes('after-2'), null, { timeout: 10000 });
+      const lines = await logLines();
+      for (const want of ['before-1', 'before-2', 'before-3', 'after-1', 'after-2']) {
+        const n = lines.filter((l) => l === want).length;
+        assert.equal(n, 1, `${want} shown ${n} times in ${JSON.stringify(lines)}`);
+      }
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
@@ -225,7 +270,7 @@ describe('the page in Chromium', { skip }, () => {
       assert.match(await page.textContent('.exec-body'), /to-out/);
       assert.equal((await page.textContent('.exec-body .err')).trim(), 'to-err');
     } finally {
-      await ctx.close();
+      await closePage(ctx, page);
     }
   });
 });
@@ -262,7 +307,7 @@ describe('the page against a daemon with a token', { skip }, () => {
       assert.equal(await dialog.isVisible(), false);
       assert.deepEqual(errors, []);
     } finally {
-      await ctx.close();
+      await closePage(ctx, page);
     }
   });
 });
