@@ -212,7 +212,7 @@ func (l *outputLog) readOnce(p []byte, off int64) (int, int64, error) {
 // remove deletes the file; later reads fail.
 func (l *outputLog) remove() {
 	l.mu.Lock()
-	f := l.f
+	f, created := l.f, l.created
 	l.f = nil
 	l.removed = true
 	l.done = true
@@ -220,7 +220,9 @@ func (l *outputLog) remove() {
 	l.notifyLocked()
 	l.mu.Unlock()
 	if f != nil {
-		_ = f.Close()         // Best effort.
+		_ = f.Close() // Best effort.
+	}
+	if created {
 		_ = os.Remove(l.path) // Best effort.
 	}
 }

@@ -1,0 +1,122 @@
+package exec
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/muxd/muxd/internal/proc"
+)
+
+// countFiles counts the entries under dir.
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	_ = filepath.Walk(dir, func(string, os.FileInfo, error) error { n++; return nil })
+	return n
+}
+
+func TestManyCommandsLeakNoFDsFIFOsOrTempFiles(t *testing.T) {
+	n := 200
+	if isLong() {
+		n = 3000
+	}
+	e := newTestEngine(t, func(c *Config) { c.RetainCount = 8 })
+	sid := newSession(t, e, SessionOptions{})
+	s, _ := e.session(sid)
+	// Warm up, then measure.
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "true"})
+	mustExec(t, e, ExecRequest{Command: "true"})
+	fds, files, sessFiles := openFDs(t), countFiles(t, e.cfg.DataDir), countFiles(t, s.dir)
+	for i := range n {
+		stdin := []byte(nil)
+		if i%3 == 0 {
+			stdin = []byte("in")
+		}
+		mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo " + strconv.Itoa(i) + "; cat >&2", Stdin: stdin,
+			Env: map[string]*string{"I": strp(strconv.Itoa(i))}, Cwd: os.TempDir()})
+		mustExec(t, e, ExecRequest{Command: "echo " + strconv.Itoa(i), Stdin: stdin})
+	}
+	if got := openFDs(t); got > fds+2 {
+		t.Errorf("fds: %d before, %d after %d commands", fds, got, 2*n)
+	}
+	if got := countFiles(t, s.dir); got > sessFiles+1 {
+		t.Errorf("session dir: %d entries before, %d after", sessFiles, got)
+	}
+	if got := countFiles(t, e.cfg.DataDir); got > files+2*8+2 {
+		t.Errorf("data dir: %d entries before, %d after (retain 8)", files, got)
+	}
+}
+
+func TestCloseKillsEveryTreeAndRemovesFiles(t *testing.T) {
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "data"), KillGrace: 100 * time.Millisecond}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := newSession(t, e, SessionOptions{})
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 100 & echo $!"})
+	bg := atoi(t, string(r.Stdout[:len(r.Stdout)-1]))
+	p := startProc(t, e, ProcessRequest{Command: "trap '' TERM; sleep 100"})
+	busy := make(chan error, 1)
+	go func() {
+		_, err := e.Exec(context.Background(), ExecRequest{SessionID: sid, Command: "sleep 100"})
+		busy <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	recvOrTimeout(t, busy, 5*time.Second, "running session exec")
+	for _, pid := range []int{bg, p.Pid} {
+		if pidAlive(pid) {
+			t.Errorf("pid %d survived Close", pid)
+			killPid(pid)
+		}
+	}
+	if got := countFiles(t, cfg.DataDir); got > 1 {
+		t.Errorf("data dir keeps %d entries after Close", got)
+	}
+	if _, err := e.Exec(ctx, ExecRequest{Command: "true"}); err == nil {
+		t.Errorf("Exec after Close succeeded")
+	}
+}
+
+// TestExitCodesSurviveOrphanReaping runs commands while internal/proc's
+// orphan reaper runs as a subreaper: no exit status may be lost.
+func TestExitCodesSurviveOrphanReaping(t *testing.T) {
+	if err := proc.BecomeSubreaper(); err != nil {
+		t.Skipf("subreaper: %v", err)
+	}
+	e := newTestEngine(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				proc.ReapOrphans()
+				time.Sleep(time.Millisecond) // a reaper loop, not synchronization
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 50 {
+		want := i % 7
+		r := mustExec(t, e, ExecRequest{Command: "(sleep 0.01 &) ; exit " + strconv.Itoa(want)})
+		if code(r) != want {
+			t.Fatalf("run %d: exit %d, want %d", i, code(r), want)
+		}
+	}
+}
