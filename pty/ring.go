@@ -1,14 +1,22 @@
 package pty
 
-// ring keeps the last len(buf) bytes of a stream, addressed by absolute
+// initialRing is a new ring's allocation; it grows by doubling up to its
+// size, so idle terminals cost little memory.
+const initialRing = 16 << 10 // 16 KiB
+
+// ring keeps the last size bytes of a stream, addressed by absolute
 // offsets counted from the stream's first byte. It is not safe for
 // concurrent use: the terminal's mutex guards it.
+//
+// Invariant: while len(buf) < size the ring has never wrapped (end <=
+// len(buf)), so growing only copies buf[:end] in place.
 type ring struct {
-	buf []byte
-	end int64 // offset one past the last byte written
+	buf  []byte
+	size int
+	end  int64 // offset one past the last byte written
 }
 
-func newRing(size int) ring { return ring{buf: make([]byte, size)} }
+func newRing(size int) ring { return ring{buf: make([]byte, min(size, initialRing)), size: size} }
 
 // first is the offset of the oldest retained byte.
 func (r *ring) first() int64 {
@@ -20,6 +28,12 @@ func (r *ring) first() int64 {
 
 // write appends p, overwriting the oldest bytes when full.
 func (r *ring) write(p []byte) {
+	if len(r.buf) < r.size && r.end+int64(len(p)) > int64(len(r.buf)) {
+		n := min(r.size, max(2*len(r.buf), int(r.end)+len(p)))
+		buf := make([]byte, n)
+		copy(buf, r.buf[:r.end])
+		r.buf = buf
+	}
 	if len(p) > len(r.buf) {
 		r.end += int64(len(p) - len(r.buf))
 		p = p[len(p)-len(r.buf):]

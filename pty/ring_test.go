@@ -57,3 +57,31 @@ func TestRingReadRespectsDestinationSize(t *testing.T) {
 		t.Fatalf("got %q, want %q", got.String(), "cdefghij")
 	}
 }
+
+func TestRingGrowsThenWrapsLikeAFlatBuffer(t *testing.T) {
+	const size = 3*initialRing + 123
+	r := newRing(size)
+	if len(r.buf) != initialRing {
+		t.Fatalf("initial allocation %d, want %d", len(r.buf), initialRing)
+	}
+	var all []byte
+	for i := 0; len(all) < 5*size; i++ {
+		chunk := bytes.Repeat([]byte{byte(i)}, 1+(i*7919)%5000)
+		r.write(chunk)
+		all = append(all, chunk...)
+		if r.end != int64(len(all)) {
+			t.Fatalf("end %d, want %d", r.end, len(all))
+		}
+		first := max(0, len(all)-size)
+		if r.first() != int64(first) {
+			t.Fatalf("after %d bytes: first %d, want %d (buf %d)", len(all), r.first(), first, len(r.buf))
+		}
+		got := make([]byte, len(all)-first)
+		if n := r.read(int64(first), got); n != len(got) || !bytes.Equal(got, all[first:]) {
+			t.Fatalf("after %d bytes: retained bytes differ (read %d)", len(all), n)
+		}
+	}
+	if len(r.buf) != size {
+		t.Fatalf("grew to %d, want %d", len(r.buf), size)
+	}
+}

@@ -223,7 +223,7 @@ func (t *Terminal) drain(buf []byte) {
 	}
 	total := 0
 	_ = rc.Control(func(fd uintptr) { // Best effort.
-		for total < len(t.ring.buf) {
+		for total < t.ring.size {
 			n, err := syscall.Read(int(fd), buf)
 			if n <= 0 || err != nil {
 				return
@@ -258,7 +258,7 @@ func (t *Terminal) waitRoom() {
 	}()
 	for {
 		t.mu.Lock()
-		limit := t.ring.end + readChunk - int64(len(t.ring.buf))
+		limit := t.ring.end + readChunk - int64(t.ring.size)
 		if t.destroyed || t.exited || !t.holdsLocked(limit) {
 			t.mu.Unlock()
 			return
