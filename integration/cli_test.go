@@ -1,0 +1,156 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/muxd/muxd/client"
+)
+
+// muxdCmd runs a client subcommand against d with a deadline.
+func muxdCmd(t *testing.T, d *daemon, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(muxdBin, args...)
+	cmd.Env = append(os.Environ(), "MUXD_URL="+d.URL, "MUXD_TOKEN="+d.Token)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin = strings.NewReader(stdin)
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill() // Best effort: our child, by pid.
+		<-done
+		t.Fatalf("muxd %v did not finish", args)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+func TestCLIExecPsLogsKill(t *testing.T) {
+	d := startDaemon(t, []string{"MUXD_TOKEN=cli-token"})
+	tests := []struct {
+		name      string
+		stdin     string
+		args      []string
+		stdout    string
+		stderr    string
+		code      int
+		errSubstr string
+	}{
+		{"exit code and streams", "", []string{"exec", "--", "echo out; echo err >&2; exit 3"}, "out\n", "err\n", 3, ""},
+		{"argv is quoted", "", []string{"exec", "--", "printf", "%s|", "a b", "c'd"}, "a b|c'd|", "", 0, ""},
+		{"stdin", "piped\n", []string{"exec", "--stdin", "--", "cat"}, "piped\n", "", 0, ""},
+		{"env and cwd", "", []string{"exec", "--env", "A=1", "--cwd", "/tmp", "--", "echo $A $(pwd)"}, "1 /tmp\n", "", 0, ""},
+		{"signal", "", []string{"exec", "--", "kill -9 $$"}, "", "", 137, ""},
+		{"timeout", "", []string{"exec", "--timeout", "300ms", "--", "sleep 5"}, "", "", 124, ""},
+		{"no command", "", []string{"exec"}, "", "", 2, "no command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := muxdCmd(t, d, tt.stdin, tt.args...)
+			if code != tt.code || out != tt.stdout || (tt.errSubstr == "" && errOut != tt.stderr) || !strings.Contains(errOut, tt.errSubstr) {
+				t.Fatalf("muxd %v: got code %d stdout %q stderr %q; want %d %q %q", tt.args, code, out, errOut, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	p, err := c.StartProcess(ctx, "echo first; sleep 0.3; echo second; sleep 60", client.ProcessOptions{ID: "svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitForLog(ctx, "^second$"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := muxdCmd(t, d, "", "ps")
+	if code != 0 || !strings.Contains(out, "svc") || !strings.Contains(out, "running") {
+		t.Fatalf("muxd ps: %d %q", code, out)
+	}
+	out, _, code = muxdCmd(t, d, "", "logs", "svc")
+	if code != 0 || out != "first\nsecond\n" {
+		t.Fatalf("muxd logs: %d %q", code, out)
+	}
+	// logs -f follows until the process ends; kill ends it.
+	follow := make(chan string, 1)
+	go func() {
+		cmd := exec.Command(muxdBin, "logs", "-f", "svc")
+		cmd.Env = append(os.Environ(), "MUXD_URL="+d.URL, "MUXD_TOKEN="+d.Token)
+		b, _ := cmd.Output()
+		follow <- string(b)
+	}()
+	if _, _, code := muxdCmd(t, d, "", "kill", "--grace", "500ms", "svc"); code != 0 {
+		t.Fatalf("muxd kill: %d", code)
+	}
+	if got := recvOrTimeout(t, follow, 20*time.Second); got != "first\nsecond\n" {
+		t.Fatalf("muxd logs -f: %q", got)
+	}
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "nope"); code == 0 || !strings.Contains(errOut, "muxd ps") {
+		t.Fatalf("muxd kill of an unknown id: %d %q", code, errOut)
+	}
+	// Without the token, the error says what to do.
+	cmd := exec.Command(muxdBin, "ps", "--url", d.URL)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	b, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(b), "MUXD_TOKEN") {
+		t.Fatalf("muxd ps without a token: %q", b)
+	}
+}
+
+func TestCLIAttachRawModeResizeAndDetach(t *testing.T) {
+	d := startDaemon(t, nil)
+	cmd := exec.Command(muxdBin, "attach", "--url", d.URL, "--shell", "bash")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if _, err := ptmx.Write([]byte("stty size; echo attach-$((40+2))\r")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, ptmx, "attach-42", 15*time.Second)
+	// Resize the local window: SIGWINCH reaches muxd attach.
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: 120, Rows: 40}); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for i := 0; i < 50 && !strings.Contains(out, "40 120"); i++ {
+		if _, err := ptmx.Write([]byte("stty size\r")); err != nil {
+			t.Fatal(err)
+		}
+		out = readUntil(t, ptmx, "\n", 5*time.Second)
+	}
+	if !strings.Contains(out, "40 120") {
+		t.Fatalf("resize did not reach the terminal: %q", out)
+	}
+	// Ctrl-] detaches; the terminal lives on.
+	if _, err := ptmx.Write([]byte{0x1d}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("muxd attach after detach: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("muxd attach did not detach")
+	}
+	c := d.dial(t, client.Options{})
+	list, err := c.ListTerminals(ctxT(t, 10*time.Second))
+	if err != nil || len(list) != 1 || list[0].Exited {
+		t.Fatalf("after detach: %+v %v", list, err)
+	}
+}
