@@ -589,8 +589,10 @@ export class Client extends Emitter {
   }
 }
 
+// abortError is what an aborted call rejects with: reason "cancelled",
+// like a call the server cancelled.
 function abortError(signal) {
-  const r = signal?.reason;
-  if (r instanceof Error) return r;
-  return new RpcError('aborted', { reason: 'cancelled' });
+  const err = new RpcError('cancelled', { reason: 'cancelled' });
+  err.cause = signal?.reason;
+  return err;
 }

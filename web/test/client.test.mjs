@@ -44,6 +44,8 @@ describe('wsmux client against muxd', () => {
   });
   after(async () => {
     await d?.stop();
+    // No stray daemon: the pid is gone once stop() returns.
+    assert.throws(() => process.kill(d.pid, 0), { code: 'ESRCH' });
   });
 
   test('HELLO carries boot and limits', async () => {
@@ -79,13 +81,24 @@ describe('wsmux client against muxd', () => {
     }
   });
 
-  test('an aborted call rejects at once', async () => {
+  test('an aborted call rejects with "cancelled" and cancels it on the server', async (t) => {
     const c = await connect(d);
     try {
       const ac = new AbortController();
-      const p = c.call('server.info', {}, { signal: ac.signal });
+      const id = `abort-${Date.now()}`;
+      const p = c.call('exec', { id, command: 'sleep 30' }, { signal: ac.signal });
+      // Abort once the command runs (the exec is a process reachable by id).
+      const running = await until(
+        () => c.call('process.get', { id }).then((r) => r.status === 'running', (e) => (e.reason === 'method_not_found' ? 'no-exec' : false)),
+        5000, 'the exec to run');
+      if (running === 'no-exec') return t.skip('exec not in this build yet');
       ac.abort();
-      await assert.rejects(withTimeout(p, 2000, 'abort'));
+      await assert.rejects(withTimeout(p, 2000, 'abort'), (e) => e.reason === 'cancelled');
+      const ended = await until(async () => {
+        const r = await c.call('process.get', { id });
+        return r.status !== 'running' && r;
+      }, 5000, 'the cancelled exec to end');
+      assert.equal(ended.exitCode, null, `a cancelled exec is killed: ${JSON.stringify(ended)}`);
       // The connection stays usable.
       assert.ok((await c.call('server.info')).boot);
     } finally {

@@ -257,20 +257,35 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
-  test('the exec box shows stdout, stderr and the exit code', async (t) => {
-    const { ctx, page } = await openPage(browser, d);
+  test('the exec box streams output while the command runs, then shows the exit code; Cancel kills it', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'muxd-webtest-trigger-'));
+    const go = join(dir, 'go');
+    const { ctx, page, errors } = await openPage(browser, d);
     try {
       await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
       const has = await page.evaluate(() =>
         globalThis.muxd.client.call('exec', { command: 'true' }).then(() => true, (e) => e.reason !== 'method_not_found'));
       if (!has) return t.skip('exec not in this build yet');
-      await page.fill('#exec-form input[name=command]', 'echo to-out; echo to-err >&2; exit 3');
-      await page.press('#exec-form input[name=command]', 'Enter');
-      await page.waitForSelector('.exec-status >> text=/exit code 3/', { timeout: 10000 });
-      assert.match(await page.textContent('.exec-body'), /to-out/);
+      const input = '#exec-form input[name=command]';
+      await page.fill(input, `echo to-out; echo to-err >&2; while [ ! -e ${go} ]; do sleep 0.02; done; echo done-out; exit 3`);
+      await page.press(input, 'Enter');
+      // Streaming: the first lines show while the command still runs.
+      await page.waitForFunction(() => /to-out/.test(document.querySelector('.exec-body')?.textContent ?? ''), null, { timeout: 10000 });
+      assert.match(await page.textContent('.exec-status'), /running/);
       assert.equal((await page.textContent('.exec-body .err')).trim(), 'to-err');
+      await writeFile(go, '');
+      await page.waitForSelector('.exec-status >> text=/exit code 3/', { timeout: 10000 });
+      assert.match(await page.textContent('.exec-body'), /to-out\n(.|\n)*done-out/);
+
+      await page.fill(input, 'sleep 30');
+      await page.press(input, 'Enter');
+      await page.waitForSelector('#exec-form button.danger >> text=Cancel');
+      await page.click('#exec-form button[type=submit]');
+      await page.waitForSelector('.exec-status >> text=/cancelled/', { timeout: 5000 });
+      assert.deepEqual(errors, []);
     } finally {
       await closePage(ctx, page);
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
