@@ -36,6 +36,7 @@ type Channel struct {
 	unreturned    int64 // consumed bytes whose credit is not yet returned
 	pendingWindow int64 // credit to return in the next WINDOW
 	inWindowReady bool
+	readWaiters   int // Reads waiting for DATA
 	in            inbuf
 	peerEOF       bool
 	onCtrl        func(op json.RawMessage)
@@ -201,7 +202,9 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 				c.mu.Unlock()
 				return 0, nil, io.EOF
 			}
+			ch.readWaiters++
 			ch.cond.Wait()
+			ch.readWaiters--
 		}
 		rec := ch.in.recs.peek()
 		if rec.ctrl != nil {
