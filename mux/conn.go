@@ -155,7 +155,9 @@ func (c *Conn) Err() error {
 
 // Close ends the connection with a normal close handshake bounded by
 // Config.CloseTimeout, drops every channel and pending request, and
-// waits (as long again) for the connection's goroutines to return.
+// waits (as long again) for the connection's goroutines to return. Do
+// not call it from an OnNotify callback: it would wait for itself until
+// that bound.
 func (c *Conn) Close() error {
 	c.closeWS(StatusNormal, "")
 	c.shutdown(ErrConnClosed)
