@@ -155,3 +155,42 @@ func TestManyTerminalsAndSocketsAtOnce(t *testing.T) {
 }
 
 func longRun() bool { return strings.TrimSpace(getenv("MUXD_TEST_LONG")) == "1" }
+
+func TestHundredSessionsAtOnce(t *testing.T) {
+	n := 25
+	if longRun() {
+		n = 100
+	}
+	d := startDaemon(t, nil, "--max-sessions", "128")
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 3*time.Minute)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := c.CreateSession(ctx, client.SessionOptions{ID: fmt.Sprintf("s%d", i)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if _, err := s.Exec(ctx, fmt.Sprintf("X=%d", i), client.ExecOptions{}); err != nil {
+				errs <- err
+				return
+			}
+			r, err := s.Exec(ctx, "echo $X", client.ExecOptions{})
+			if err != nil || string(r.Stdout) != fmt.Sprintf("%d\n", i) {
+				errs <- fmt.Errorf("session %d: %+v %v", i, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if l, err := c.ListSessions(ctx); err != nil || len(l) != n {
+		t.Fatalf("session.list: %d sessions, %v", len(l), err)
+	}
+}
