@@ -142,6 +142,35 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('tabs: a new terminal, rename with F2 (terminal.update), close destroys it', async () => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await freshTerminal(page);
+      const id = await page.evaluate(() => globalThis.muxd.tabs.active.view.id);
+      const list = () => page.evaluate(() => globalThis.muxd.client.call('terminal.list').then((r) => r.terminals));
+      await page.focus('.tab.active');
+      await page.keyboard.press('F2');
+      await page.fill('.tab-edit', 'build box');
+      await page.press('.tab-edit', 'Enter');
+      await page.waitForSelector('.tab.active .tab-label >> text="build box"');
+      await page.waitForFunction(async (id) => {
+        const { terminals } = await globalThis.muxd.client.call('terminal.list');
+        return terminals.find((t) => t.id === id)?.title === 'build box';
+      }, id, { timeout: 5000 });
+      const before = (await list()).length;
+      await page.click('.tab.active .tab-close');
+      await page.waitForFunction(async (id) => {
+        const { terminals } = await globalThis.muxd.client.call('terminal.list');
+        return !terminals.some((t) => t.id === id && !t.exited);
+      }, id, { timeout: 5000 });
+      assert.ok((await list()).length < before);
+      assert.equal(await page.locator('.tab-label >> text="build box"').count(), 0);
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+
   test('after the socket breaks the page reconnects and resumes without duplicate lines', async () => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
