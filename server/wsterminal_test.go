@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -448,5 +449,49 @@ func TestWSTerminalShutdownGoAway(t *testing.T) {
 	}
 	if _, err := e.m.Get("sd"); err != nil || errors.Is(err, pty.ErrNotFound) {
 		t.Fatalf("shutdown of the socket killed the terminal: %v", err)
+	}
+}
+
+func TestWSTerminalSocketsEndWithoutLeaks(t *testing.T) {
+	ended := make(chan struct{}, 64)
+	e := newWSTEnv(t, TerminalHandlerOptions{Track: func(r *http.Request, g func(time.Duration)) (func(), bool) {
+		return func() { ended <- struct{}{} }, true
+	}})
+	// Warm up: the first socket creates the terminal that later sockets
+	// attach to, and lazily started goroutines.
+	wc := e.dial(t, "/ws/terminal?id=leak", nil)
+	wc.waitReady()
+	_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	<-ended
+	goroutines := runtime.NumGoroutine()
+	const n = 20
+	for i := range n {
+		path := "/ws/terminal?id=leak"
+		if i%2 == 1 {
+			path = "/ws/terminal" // id-less: its terminal dies too
+		}
+		wc := e.dial(t, path, nil)
+		wc.waitReady()
+		if i%4 == 0 {
+			_ = wc.c.CloseNow() // abrupt
+		} else {
+			_ = wc.c.Close(websocket.StatusNormalClosure, "")
+		}
+		select {
+		case <-ended:
+		case <-time.After(wstLimit):
+			t.Fatalf("socket %d: handler did not return", i)
+		}
+	}
+	if got := len(e.m.List()); got != 1 {
+		t.Fatalf("terminals: got %d, want 1", got)
+	}
+	deadline := time.Now().Add(wstLimit)
+	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // polling a count that has no event to wait on
+	}
+	if got := runtime.NumGoroutine(); got > goroutines {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: got %d, want <= %d\n%s", got, goroutines, buf[:runtime.Stack(buf, true)])
 	}
 }
