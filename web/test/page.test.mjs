@@ -319,6 +319,44 @@ describe('the page in Chromium', { skip }, () => {
   });
 });
 
+describe('the page across a daemon restart', { skip }, () => {
+  let browser;
+  const daemons = [];
+  before(async () => {
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    for (const x of daemons) await x.stop();
+  });
+
+  test('reconnects to the new daemon, marks old terminals gone and opens a fresh one', async () => {
+    const d1 = await startDaemon();
+    daemons.push(d1);
+    const { ctx, page, errors } = await openPage(browser, d1);
+    try {
+      await waitPrompt(page);
+      const oldId = await page.evaluate(() => globalThis.muxd.tabs.active.view.id);
+      await d1.stop();
+      await page.waitForSelector('#conn[data-state="reconnecting"]', { timeout: 10000 });
+      const d2 = await startDaemon({ port: d1.port });
+      daemons.push(d2);
+      await page.evaluate(() => globalThis.muxd.client.reconnectNow());
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 15000 });
+      await page.waitForFunction((oldId) => {
+        const tabs = globalThis.muxd.tabs.tabs;
+        const old = tabs.find((t) => t.view.id === oldId);
+        return old?.view.gone && tabs.some((t) => t.kind === 'term' && t.view.id !== oldId && t.view.ch);
+      }, oldId, { timeout: 10000 });
+      await typeLine(page, 'echo new-$((5*5))');
+      await waitTerm(page, /^new-25$/m);
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+});
+
 describe('the page against a daemon with a token', { skip }, () => {
   let d;
   let browser;

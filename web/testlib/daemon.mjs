@@ -26,14 +26,15 @@ export function freePort() {
 
 /**
  * startDaemon runs `muxd serve` and resolves once /healthz answers.
- * opts.env adds environment (MUXD_TOKEN, MUXD_TEST_HOOKS); returns
+ * opts.env adds environment (MUXD_TOKEN, MUXD_TEST_HOOKS), opts.port
+ * reuses a port (a restarted daemon); returns
  * {url, wsUrl, port, pid, log(), stop()}.
  */
-export async function startDaemon({ env = {}, args = [] } = {}) {
+export async function startDaemon({ env = {}, args = [], port: wantPort } = {}) {
   const dataDir = await mkdtemp(join(tmpdir(), 'muxd-webtest-'));
   let lastErr;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
+    const port = wantPort ?? (await freePort());
     const child = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir, ...args], {
       env: { ...process.env, MUXD_TEST_HOOKS: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

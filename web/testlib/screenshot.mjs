@@ -35,7 +35,6 @@ try {
     }, null, { timeout: 15000 });
     if (first) {
       first = false;
-      await page.evaluate(() => globalThis.muxd.tabs.rename && null);
       await page.keyboard.type("clear; ls --color=always -F /usr/lib | head -n 12; printf '\\e[32mok\\e[0m build finished in 2.1s\\n'");
       await page.keyboard.press('Enter');
       await page.evaluate(async () => {
