@@ -131,8 +131,9 @@ func (f *follower) readFrame(ctx context.Context) (int, json.RawMessage, error) 
 	if ctx.Done() == nil {
 		return f.ch.ReadFrame(f.buf)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = f.ch.Close() })
-	n, ctrl, err := f.ch.ReadFrame(f.buf)
+	ch := f.ch
+	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
+	n, ctrl, err := ch.ReadFrame(f.buf)
 	if !stop() {
 		f.ch = nil
 		return 0, nil, ctx.Err()

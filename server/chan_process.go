@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/muxd/muxd/exec"
 	"github.com/muxd/muxd/mux"
@@ -120,19 +121,18 @@ func (b *backend) pumpProcessOut(ctx context.Context, ch *mux.Channel, id string
 	defer closePumps(ps)
 	frame := b.muxCfg.MaxFrame - 1 // one byte for the stream
 	var wg sync.WaitGroup
-	var failed sync.Once
-	ok := true
+	var failed atomic.Bool
 	for _, sp := range ps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := b.pumpStream(ctx, ch, sp, frame); err != nil {
-				failed.Do(func() { ok = false })
+				failed.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
-	if !ok || ctx.Err() != nil {
+	if failed.Load() || ctx.Err() != nil {
 		return
 	}
 	if follow {

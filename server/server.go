@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -97,6 +98,11 @@ func makeRunDir(dataDir string) (string, error) {
 	fi, err := os.Stat(dataDir)
 	if err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("%w: --data-dir %s is not a directory", ErrConfig, dataDir)
+	}
+	// In a shared /tmp another user could have created the directory
+	// first: refuse one we do not own.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return "", fmt.Errorf("%w: --data-dir %s belongs to uid %d, not to muxd's uid %d (pick another)", ErrConfig, dataDir, st.Uid, os.Getuid())
 	}
 	dir, err := os.MkdirTemp(dataDir, "run-")
 	if err != nil {
