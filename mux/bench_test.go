@@ -174,7 +174,7 @@ func rawDialAddr(b *testing.B, url string) *websocket.Conn {
 
 // benchRounds alternates raw and mux measurements so both see the same
 // machine load (the host is shared); medians are reported.
-const benchRounds = 5
+const benchRounds = 9
 
 func median(xs []float64) float64 {
 	slices.Sort(xs)
@@ -186,7 +186,7 @@ func median(xs []float64) float64 {
 // client grants the bulk channel bulkWindow of credit.
 func BenchmarkBulkThroughput(b *testing.B) {
 	addr := startBenchServer(b)
-	total := int64(max(b.N, 1536)) * 32 << 10 // at least 48 MiB per round
+	total := int64(max(b.N, 1024)) * 32 << 10 // at least 32 MiB per round
 	buf := make([]byte, 64<<10)
 	rawRound := func() float64 {
 		ws := rawDialAddr(b, "ws://"+addr+"/raw/push")
