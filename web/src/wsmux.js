@@ -280,8 +280,9 @@ class Conn {
       }
       case T.DATA:
         ch.received += f.payload.length;
-        // Copy: the handler may keep the bytes past this event.
-        ch.handlers.onData?.(f.payload.slice(), ch);
+        // A view, not a copy: each message has its own buffer, so the
+        // handler may keep it.
+        ch.handlers.onData?.(f.payload, ch);
         return;
       case T.WINDOW:
         ch.addCredit(readU32(f.payload));
