@@ -3,7 +3,6 @@ package mux
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -71,8 +70,6 @@ func TestChannelEcho(t *testing.T) {
 		})
 	}
 }
-
-var _ = json.Valid
 
 func TestMuxPingMeasuresRTT(t *testing.T) {
 	ts := newTestServer(t, pipeTransport, Config{}, echoRouter())

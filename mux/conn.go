@@ -25,19 +25,24 @@ const (
 	numClasses
 )
 
-// WebSocket close statuses of PROTOCOL.md.
+// WebSocket close statuses of PROTOCOL.md. (4002, for a peer that stopped
+// reading, is never sent: its socket is dropped, a close frame could not
+// get through.)
 const (
-	StatusProtocol    = 4000
-	StatusVersion     = 4001
-	StatusWriteStall  = 4002
-	StatusTooBig      = 1009
-	StatusGoingAway   = 1001
-	StatusNormal      = 1000
-	maxPendingPongs   = 16
-	maxPendingNotify  = 256
-	maxCtrlBacklog    = 16
-	maxQueuedSmall    = 8 // CTRL/EOF frames a channel may queue beyond its one DATA frame
-	notifyQueueLength = 64
+	StatusProtocol  = 4000 // malformed frame, bad id, first frame not HELLO
+	StatusVersion   = 4001 // unsupported HELLO version
+	StatusTooBig    = 1009 // message over the read limit
+	StatusGoingAway = 1001 // shutdown, after GOAWAY
+	StatusNormal    = 1000
+)
+
+// Internal bounds on small queues.
+const (
+	maxPendingPongs   = 16  // PONGs queued; a PING flood loses some
+	maxPendingNotify  = 256 // notifications queued; more are dropped
+	maxCtrlBacklog    = 16  // server: CTRL ops kept until OnCtrl is set
+	maxQueuedSmall    = 8   // CTRL/EOF frames a channel may queue beyond its one DATA frame
+	notifyQueueLength = 64  // client: notifications waiting for the OnNotify goroutine
 )
 
 // Conn is one wsmux/1 connection, on either end. Its methods are safe

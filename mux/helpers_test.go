@@ -3,7 +3,6 @@ package mux
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -199,7 +198,5 @@ func readN(t testing.TB, ch *Channel, n int, d time.Duration) []byte {
 	}
 	return r.b
 }
-
-var errTest = errors.New("test")
 
 func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

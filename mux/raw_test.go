@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
@@ -238,8 +237,6 @@ func TestPingPong(t *testing.T) {
 		t.Fatalf("PONG %q", p)
 	}
 }
-
-var _ = errors.Is
 
 func TestHandshakeRules(t *testing.T) {
 	t.Run("no HELLO in time", func(t *testing.T) {
