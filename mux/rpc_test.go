@@ -134,6 +134,7 @@ func TestCloseAbandonsPendingRequestsAndLeaksNothing(t *testing.T) {
 }
 
 func TestGoAwayOnShutdown(t *testing.T) {
+	before := runtime.NumGoroutine()
 	ts := newTestServer(t, tcpTransport, Config{}, echoRouter())
 	c, s := ts.dial(t, Config{})
 	ch, _, err := c.Open(ctx5(t), "process", 0, nil)
@@ -157,6 +158,9 @@ func TestGoAwayOnShutdown(t *testing.T) {
 	if _, err := ch.Write([]byte("x")); err == nil {
 		t.Fatal("Write after GOAWAY succeeded")
 	}
+	_ = c.Close()
+	ts.close()
+	waitGoroutines(t, before)
 }
 
 func TestUnansweredPingsDropThePeer(t *testing.T) {

@@ -270,7 +270,7 @@ func TestNonReadingClientIsDisconnected(t *testing.T) {
 			// Never read again.
 			recvOrTimeout(t, s.Done(), 10*time.Second, "server disconnect")
 			if err := s.Err(); !errors.Is(err, ErrWriteStalled) {
-				t.Logf("server ended with %v", err)
+				t.Fatalf("server ended with %v, want ErrWriteStalled", err)
 			}
 			_ = rc.ws.CloseNow()
 			ts.close()
