@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,11 +139,12 @@ func BenchmarkTerminalThroughput(b *testing.B) {
 	e := newBenchEnv(b)
 	runs := benchRuns()
 	for range b.N {
-		var raw, ws []float64
+		var raw, ws, rawCPU, wsCPU []float64
 		for i := range runs {
 			// Raw: read the master directly.
 			f, cmd := rawStart(b, script)
 			buf := make([]byte, 32<<10)
+			cpu0 := cpuTime()
 			start := time.Now()
 			_, _ = f.Write([]byte("\n"))
 			var n int64
@@ -154,6 +156,7 @@ func BenchmarkTerminalThroughput(b *testing.B) {
 				}
 			}
 			d := time.Since(start)
+			rawCPU = append(rawCPU, (cpuTime()-cpu0).Seconds()*1e3/(float64(n)/1e6))
 			_ = cmd.Wait()
 			_ = f.Close()
 			raw = append(raw, float64(n)/d.Seconds()/1e6)
@@ -161,12 +164,14 @@ func BenchmarkTerminalThroughput(b *testing.B) {
 			// muxd: the same command through the ring and /ws/terminal.
 			id := fmt.Sprintf("tp-%d", i)
 			c := e.open(b, id, script)
+			cpu0 = cpuTime()
 			start = time.Now()
 			if err := c.Write(context.Background(), websocket.MessageBinary, []byte("\n")); err != nil {
 				b.Fatal(err)
 			}
 			n = wsDrain(b, c)
 			d = time.Since(start)
+			wsCPU = append(wsCPU, (cpuTime()-cpu0).Seconds()*1e3/(float64(n)/1e6))
 			_ = c.CloseNow()
 			_ = e.m.Destroy(id)
 			ws = append(ws, float64(n)/d.Seconds()/1e6)
@@ -175,8 +180,21 @@ func BenchmarkTerminalThroughput(b *testing.B) {
 		b.ReportMetric(mr, "raw-MB/s")
 		b.ReportMetric(mw, "ws-MB/s")
 		b.ReportMetric(mw/mr, "ratio")
+		// CPU spent in this process (server and client) per MB: less
+		// sensitive to machine load than MB/s.
+		b.ReportMetric(median(rawCPU), "raw-cpu-ms/MB")
+		b.ReportMetric(median(wsCPU), "ws-cpu-ms/MB")
 		b.Logf("raw MB/s %v; ws MB/s %v; median ratio %.3f", fmtAll(raw), fmtAll(ws), mw/mr)
 	}
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func fmtAll(xs []float64) string {

@@ -1,0 +1,170 @@
+package pty
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+const (
+	// wakeBytes, wakeReads and smallRead batch wakeups of attachments
+	// while output streams. A small read (an echo, a prompt) wakes them at
+	// once, so another core can send it while the reader goes back to the
+	// PTY; large reads (a PTY read returns up to ~4 KiB) wake them when
+	// the reader is about to wait for the PTY, or after this many bytes or
+	// reads, so bulk output goes out in large frames with a fraction of
+	// the wakeups and socket writes.
+	wakeBytes = 32 << 10 // 32 KiB
+	wakeReads = 8
+	smallRead = 1 << 10 // 1 KiB
+)
+
+// readLoop copies PTY output into the ring until the PTY hangs up, then
+// records the exit status. It is the terminal's only reader.
+func (t *Terminal) readLoop() {
+	buf := make([]byte, readChunk)
+	rc, err := t.master.SyscallConn()
+	pending, reads := 0, 0 // appended since attachments were last woken
+	for err == nil {
+		t.waitRoom()
+		var n int
+		var rerr error
+		err = rc.Read(func(fd uintptr) bool {
+			for {
+				n, rerr = syscall.Read(int(fd), buf)
+				if rerr != syscall.EINTR {
+					break
+				}
+			}
+			if rerr == syscall.EAGAIN {
+				// About to wait for the PTY: deliver what is pending.
+				if pending > 0 {
+					t.mu.Lock()
+					t.wakeLocked()
+					t.mu.Unlock()
+					pending, reads = 0, 0
+				}
+				return false
+			}
+			return true
+		})
+		if err == nil && rerr != nil {
+			err = rerr // EIO once every slave descriptor is closed
+		}
+		if err == nil && n <= 0 {
+			err = os.ErrClosed
+		}
+		if n > 0 {
+			pending += n
+			reads++
+			t.mu.Lock()
+			t.ring.write(buf[:n])
+			if n < smallRead || pending >= wakeBytes || reads >= wakeReads {
+				t.wakeLocked()
+				pending, reads = 0, 0
+			}
+			t.mu.Unlock()
+		}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.drain(buf)
+	}
+	<-t.proc.Done()
+	st := t.proc.Status()
+	t.closeMaster()
+	t.mu.Lock()
+	t.exited = true
+	t.status = ExitStatus{Code: st.Code, Signal: st.SignalName()}
+	t.wakeLocked()
+	info := t.infoLocked()
+	t.mu.Unlock()
+	close(t.done)
+	t.cfg.Logger.Info("terminal exited", "id", t.id, "instance", t.instance, "pid", t.proc.Pid, "status", st.String(), "bytes", info.End)
+	if t.cfg.OnExit != nil {
+		t.cfg.OnExit(info)
+	}
+}
+
+// drain reads what the kernel still buffers after the drain deadline
+// passed (the reader may have been held back meanwhile), without waiting
+// and at most a ring's worth.
+func (t *Terminal) drain(buf []byte) {
+	rc, err := t.master.SyscallConn()
+	if err != nil {
+		return
+	}
+	total := 0
+	_ = rc.Control(func(fd uintptr) { // Best effort.
+		for total < t.ring.size {
+			n, err := syscall.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return
+			}
+			total += n
+			t.mu.Lock()
+			t.ring.write(buf[:n])
+			t.mu.Unlock()
+		}
+	})
+}
+
+// watchExit bounds the drain: once the shell is gone, output still
+// buffered is read, but a leftover process holding the PTY open must not
+// keep the terminal from reporting its exit.
+func (t *Terminal) watchExit() {
+	<-t.proc.Done()
+	_ = t.master.SetReadDeadline(time.Now().Add(t.cfg.DrainTimeout)) // Best effort: closed masters fail.
+}
+
+// waitRoom holds the reader back while an attachment that keeps up would
+// lose unread bytes to the next read, for at most StallTimeout; attachments
+// still behind after that are left behind (marked lagging) until they
+// catch up.
+func (t *Terminal) waitRoom() {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		t.mu.Lock()
+		limit := t.ring.end + readChunk - int64(t.ring.size)
+		if t.destroyed || t.exited || !t.holdsLocked(limit) {
+			t.mu.Unlock()
+			return
+		}
+		// Attachments must see what is pending to make room.
+		t.wakeLocked()
+		t.readerWaiting = true
+		ch := t.progress
+		t.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(t.cfg.StallTimeout)
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			t.mu.Lock()
+			for a := range t.atts {
+				if !a.lagging && a.pos < limit {
+					a.lagging = true
+					t.cfg.Logger.Info("terminal attachment left behind", "id", t.id, "offset", a.pos, "end", t.ring.end)
+				}
+			}
+			t.readerWaiting = false
+			t.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (t *Terminal) holdsLocked(limit int64) bool {
+	for a := range t.atts {
+		if !a.lagging && a.pos < limit {
+			return true
+		}
+	}
+	return false
+}
