@@ -8,6 +8,7 @@
 
 import { LogStore, splitText } from './lines.js';
 import { el, fmtDuration, statusText } from './ui.js';
+import { SHORT_MS } from './procs.js';
 
 const MAX_LINES = 5000; // lines kept and drawn while following
 const MAX_EARLIER_LINES = 20000; // lines "load earlier" may add above
@@ -210,7 +211,7 @@ export class LogView {
         const to = top[stream];
         if (to <= 0) continue;
         const from = Math.max(0, to - READ_CHUNK);
-        const r = await this.client.call('process.read', { id: this.id, stream, from, length: to - from });
+        const r = await this.client.call('process.read', { id: this.id, stream, from, length: to - from }, { timeoutMs: SHORT_MS });
         // r.from > from: the bytes before r.from were not kept (retention).
         const start = Math.max(from, r.from ?? from);
         const lost = start > from || (r.first ?? 0) > from;

@@ -53,7 +53,7 @@ client.on('notify', (method) => {
 
 async function refreshSessions() {
   try {
-    const { sessions } = await client.call('session.list', {});
+    const { sessions } = await client.call('session.list', {}, { timeoutMs: 15000 });
     $('#sessions').replaceChildren(...(sessions ?? []).map((s) => Object.assign(document.createElement('option'), { value: s.id })));
   } catch {
     // Not connected: refreshed on the next handshake.

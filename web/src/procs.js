@@ -4,7 +4,7 @@
 // re-read with process.list after every (re)connect, because
 // notifications are best effort and are missed while disconnected.
 
-import { el, fmtDuration, statusClass, statusText } from './ui.js';
+import { el, fmtDuration, statusClass, statusText, toast } from './ui.js';
 
 /** ProcessList renders processes into `root` and starts new ones. */
 export class ProcessList {
@@ -27,7 +27,7 @@ export class ProcessList {
   /** refresh re-reads the whole list (after each handshake). */
   async refresh() {
     try {
-      const { processes } = await this.client.call('process.list', {});
+      const { processes } = await this.client.call('process.list', {}, { timeoutMs: SHORT_MS });
       const seen = new Set();
       for (const p of processes ?? []) {
         seen.add(p.id);
@@ -53,7 +53,7 @@ export class ProcessList {
 
   async #fetch(id) {
     try {
-      this.#upsert(await this.client.call('process.get', { id }));
+      this.#upsert(await this.client.call('process.get', { id }, { timeoutMs: SHORT_MS }));
     } catch {
       // Removed meanwhile, or disconnected: the list refresh settles it.
     }
@@ -87,7 +87,8 @@ export class ProcessList {
       if (sessionId) await ensureSession(this.client, sessionId);
       const params = { command };
       if (sessionId) params.sessionId = sessionId;
-      const p = await this.client.call('process.start', params);
+      // With a session it waits its turn there: no time limit then.
+      const p = await this.client.call('process.start', params, { timeoutMs: sessionId ? 0 : SHORT_MS });
       this.#upsert(p);
       this.form.elements.command.value = '';
       this.onOpenLog(p);
@@ -110,12 +111,12 @@ export class ProcessList {
     const actions = el('span', { class: 'proc-actions' });
     if (p.status === 'running') {
       const kill = el('button', { type: 'button', class: 'btn small danger', title: 'Send TERM to the whole tree (KILL after 2 s)' }, 'Kill');
-      kill.addEventListener('click', () => this.client.call('process.kill', { id: p.id }).catch((e) => alert(e.message)));
+      kill.addEventListener('click', () => this.client.call('process.kill', { id: p.id }, { timeoutMs: SHORT_MS }).catch((e) => toast(`Kill failed: ${e.message}`)));
       actions.append(kill);
     } else {
       const rm = el('button', { type: 'button', class: 'btn small', title: 'Forget this process and its output' }, 'Remove');
       rm.addEventListener('click', () =>
-        this.client.call('process.remove', { id: p.id }).then(() => this.#forget(p.id), (e) => alert(e.message)));
+        this.client.call('process.remove', { id: p.id }, { timeoutMs: SHORT_MS }).then(() => this.#forget(p.id), (e) => toast(`Remove failed: ${e.message}`)));
       actions.append(rm);
     }
     row.replaceChildren(
@@ -144,9 +145,13 @@ export class ProcessList {
 
 /** ensureSession creates session id unless it exists. */
 export async function ensureSession(client, id) {
-  const { sessions } = await client.call('session.list', {});
+  const t = { timeoutMs: SHORT_MS };
+  const { sessions } = await client.call('session.list', {}, t);
   const s = (sessions ?? []).find((x) => x.id === id);
   if (s && s.alive !== false) return;
-  if (s) await client.call('session.delete', { id });
-  await client.call('session.create', { id });
+  if (s) await client.call('session.delete', { id }, t);
+  await client.call('session.create', { id }, t);
 }
+
+/** SHORT_MS bounds calls that should answer at once: never a silent hang. */
+export const SHORT_MS = 15000;

@@ -4,7 +4,8 @@
 
 import { TerminalView } from './termview.js';
 import { LogView } from './logview.js';
-import { el, statusText } from './ui.js';
+import { el, statusText, toast } from './ui.js';
+import { SHORT_MS } from './procs.js';
 
 /** isShortcut tells page shortcuts apart from keys meant for the shell. */
 export function isShortcut(ev) {
@@ -37,7 +38,7 @@ export class Tabs {
   async sync({ first, bootChanged }) {
     let list = [];
     try {
-      ({ terminals: list = [] } = await this.client.call('terminal.list', {}));
+      ({ terminals: list = [] } = await this.client.call('terminal.list', {}, { timeoutMs: SHORT_MS }));
     } catch {
       return; // disconnected again
     }
@@ -54,7 +55,7 @@ export class Tabs {
 
   async #fetchTerminal(id) {
     try {
-      const { terminals } = await this.client.call('terminal.list', {});
+      const { terminals } = await this.client.call('terminal.list', {}, { timeoutMs: SHORT_MS });
       const t = terminals.find((x) => x.id === id);
       if (t && !this.#find(`t:${id}`)) this.#addTerminal(t, false); // attached when shown
     } catch {
@@ -69,7 +70,7 @@ export class Tabs {
     const size = this.#guessSize();
     if (size) Object.assign(params, size);
     try {
-      const t = await this.client.call('terminal.create', params);
+      const t = await this.client.call('terminal.create', params, { timeoutMs: SHORT_MS });
       let tab = this.#find(`t:${t.id}`);
       if (!tab) tab = this.#addTerminal(t, true);
       this.activate(tab);
@@ -180,7 +181,7 @@ export class Tabs {
     if (tab.kind === 'term' && !tab.view.gone) {
       // Destroy an exited terminal too: that frees its retained output.
       try {
-        await this.client.call('terminal.destroy', { id: tab.view.id });
+        await this.client.call('terminal.destroy', { id: tab.view.id }, { timeoutMs: SHORT_MS });
       } catch (err) {
         if (err.reason !== 'not_found') {
           this.#flash(`Could not close the terminal: ${err.message}`);
@@ -219,7 +220,7 @@ export class Tabs {
         const old = tab.label.textContent;
         tab.label.textContent = title;
         try {
-          await this.client.call('terminal.update', { id: tab.view.id, title });
+          await this.client.call('terminal.update', { id: tab.view.id, title }, { timeoutMs: SHORT_MS });
           tab.view.title = title;
         } catch (err) {
           tab.label.textContent = old;
@@ -289,8 +290,6 @@ export class Tabs {
   }
 
   #flash(msg) {
-    const n = el('div', { class: 'toast', role: 'alert' }, msg);
-    document.body.append(n);
-    setTimeout(() => n.remove(), 5000);
+    toast(msg);
   }
 }

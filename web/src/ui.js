@@ -11,6 +11,13 @@ export function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+/** toast shows a short message at the bottom for a few seconds. */
+export function toast(msg) {
+  const n = el('div', { class: 'toast', role: 'alert' }, msg);
+  document.body.append(n);
+  setTimeout(() => n.remove(), 5000);
+}
+
 /** statusText describes a Process's state: "running", "exited 0", "killed (TERM)". */
 export function statusText(p) {
   switch (p.status) {

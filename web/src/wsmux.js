@@ -419,26 +419,35 @@ export class Client extends Emitter {
 
   /**
    * call sends an RPC and resolves with its result. It waits for a
-   * connection first. An aborted signal sends rpc.cancel and rejects.
+   * connection first. An aborted signal, or timeoutMs passing without an
+   * answer, sends rpc.cancel and rejects (reason "cancelled" or "timeout").
    */
-  async call(method, params = {}, { signal } = {}) {
+  async call(method, params = {}, { signal, timeoutMs } = {}) {
     if (signal?.aborted) throw abortError(signal);
     await this.ready({ signal });
     if (signal?.aborted) throw abortError(signal);
     const conn = this.conn;
     const id = conn.nextRpc++;
     return new Promise((resolve, reject) => {
-      const onAbort = () => {
+      let timer = 0;
+      const giveUp = (err) => {
         if (!conn.pending.delete(id)) return;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
         conn.send(T.RPC, 0, { jsonrpc: '2.0', id: conn.nextRpc++, method: 'rpc.cancel', params: { id } });
-        reject(abortError(signal));
+        reject(err);
       };
+      const onAbort = () => giveUp(abortError(signal));
       const done = (fn) => (v) => {
+        clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         fn(v);
       };
       conn.pending.set(id, { resolve: done(resolve), reject: done(reject) });
       signal?.addEventListener('abort', onAbort);
+      if (timeoutMs > 0) {
+        timer = setTimeout(() => giveUp(new RpcError(`${method}: no answer within ${timeoutMs} ms`, { reason: 'timeout' })), timeoutMs);
+      }
       conn.send(T.RPC, 0, { jsonrpc: '2.0', id, method, params });
     });
   }

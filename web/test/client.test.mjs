@@ -106,6 +106,20 @@ describe('wsmux client against muxd', () => {
     }
   });
 
+  test('a call with timeoutMs rejects with "timeout" when no answer comes', async (t) => {
+    const c = await connect(d);
+    try {
+      const t0 = Date.now();
+      const err = await c.call('exec', { command: 'sleep 5' }, { timeoutMs: 200 }).then(() => null, (e) => e);
+      if (err?.reason === 'method_not_found') return t.skip('exec not in this build yet');
+      assert.equal(err?.reason, 'timeout', `got ${err}`);
+      assert.ok(Date.now() - t0 < 3000, `took ${Date.now() - t0} ms`);
+      assert.ok((await c.call('server.info', {}, { timeoutMs: 5000 })).boot);
+    } finally {
+      c.close();
+    }
+  });
+
   test('a terminal echoes typed input', async () => {
     const c = await connect(d);
     try {

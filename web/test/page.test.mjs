@@ -142,6 +142,34 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('the session field keeps state between runs and starts processes from it', async (t) => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      const has = await page.evaluate(() =>
+        globalThis.muxd.client.call('session.list').then(() => true, (e) => e.reason !== 'method_not_found'));
+      if (!has) return t.skip('sessions not in this build yet');
+      const run = async (command) => {
+        await page.fill('#exec-form input[name=session]', 'web-s1');
+        await page.fill('#exec-form input[name=command]', command);
+        await page.press('#exec-form input[name=command]', 'Enter');
+        await page.waitForSelector('.exec-status >> text=/exit code/', { timeout: 10000 });
+        return page.textContent('.exec-body');
+      };
+      await run('cd /tmp && export WEB_S1=kept');
+      assert.match(await run('echo "$PWD $WEB_S1"'), /\/tmp kept/);
+      await page.fill('#proc-form input[name=session]', 'web-s1');
+      await page.fill('#proc-form input[name=command]', 'echo "from-session $PWD $WEB_S1"');
+      await page.press('#proc-form input[name=command]', 'Enter');
+      await page.waitForFunction(() => /from-session \/tmp kept/.test(document.querySelector('.pane.log:not([hidden]) .log-live')?.textContent ?? ''),
+        null, { timeout: 10000 });
+      assert.match(await page.textContent('#proc-list'), /session web-s1/);
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+
   test('tabs: a new terminal, rename with F2 (terminal.update), close destroys it', async () => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
@@ -244,7 +272,14 @@ describe('the page in Chromium', { skip }, () => {
       await page.press('#proc-form input[name=command]', 'Enter');
       const shows = (sel, line) =>
         page.waitForFunction(([sel, line]) => [...document.querySelectorAll(sel)].some((e) => e.textContent.split('\n').includes(line)),
-          [sel, line], { timeout: 15000 });
+          [sel, line], { timeout: 15000 }).catch(async (err) => {
+          const state = await page.evaluate(() => {
+            const v = globalThis.muxd.tabs.active?.view;
+            return JSON.stringify({ next: v?.store?.next, seq: v?.store?.seq, drawn: v?.drawn, follow: v?.follow, frame: v?.frame,
+              ended: v?.ended, eof: v?.eof, attached: !!v?.ch, proc: v?.proc, tail: v?.store?.lines.slice(-3) });
+          });
+          throw new Error(`${err.message}\nlog view state: ${state}`);
+        });
       await shows('.pane.log:not([hidden]) .ln:not(.err)', 'log line 10000');
       await shows('.pane.log:not([hidden]) .ln.err', 'oops');
       // The view is bounded: far fewer elements than lines.
