@@ -37,12 +37,19 @@ type Channel struct {
 	pendingWindow int64 // credit to return in the next WINDOW
 	inWindowReady bool
 	readWaiters   int // Reads waiting for DATA
-	in            inbuf
-	peerEOF       bool
-	onCtrl        func(op json.RawMessage)
-	ctrlBacklog   []json.RawMessage // server: CTRL that came before OnCtrl
-	wctx          context.Context   // the ctx whose end wakes writers (see watchLocked)
-	wstop         func() bool
+	// Direct delivery (see Conn.readData): a Read waiting on an empty
+	// channel offers its buffer; the read loop may claim it.
+	waitBuf     []byte // the offered buffer, until claimed
+	waitSeq     uint64 // numbers offers, so a Read knows its own
+	directSeq   uint64 // the offer the read loop claimed
+	directBusy  bool   // the read loop is filling the claimed buffer
+	directN     int    // bytes delivered into the claimed buffer
+	in          inbuf
+	peerEOF     bool
+	onCtrl      func(op json.RawMessage)
+	ctrlBacklog []json.RawMessage // server: CTRL that came before OnCtrl
+	wctx        context.Context   // the ctx whose end wakes writers (see watchLocked)
+	wstop       func() bool
 }
 
 func (c *Conn) newChannel(id uint32, kind string) *Channel {
@@ -191,21 +198,50 @@ func (ch *Channel) consumedLocked(n int64) {
 func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, error) {
 	c := ch.c
 	c.mu.Lock()
-	for {
-		for ch.in.recs.empty() {
-			switch {
-			case ch.closed && (ch.closeErr == ErrChannelClosed || !ch.peerEOF):
-				err := ch.closeErr
-				c.mu.Unlock()
-				return 0, nil, err
-			case ch.peerEOF:
-				c.mu.Unlock()
-				return 0, nil, io.EOF
-			}
-			ch.readWaiters++
-			ch.cond.Wait()
-			ch.readWaiters--
+	var mine uint64 // our offer of p to the read loop, if any
+	withdraw := func() {
+		if mine != 0 && ch.waitSeq == mine && ch.waitBuf != nil {
+			ch.waitBuf = nil
 		}
+	}
+	for {
+		if mine != 0 && ch.directSeq == mine {
+			if ch.directBusy { // the read loop is writing into p
+				ch.readWaiters++
+				ch.cond.Wait()
+				ch.readWaiters--
+				continue
+			}
+			if n := ch.directN; n > 0 {
+				ch.directN, ch.directSeq = 0, 0
+				return ch.finishRead(n, credit)
+			}
+			mine = 0 // nothing delivered (the frame was refused)
+		}
+		if !ch.in.recs.empty() {
+			withdraw()
+			break
+		}
+		switch {
+		case ch.closed && (ch.closeErr == ErrChannelClosed || !ch.peerEOF):
+			withdraw()
+			err := ch.closeErr
+			c.mu.Unlock()
+			return 0, nil, err
+		case ch.peerEOF:
+			withdraw()
+			c.mu.Unlock()
+			return 0, nil, io.EOF
+		}
+		if mine == 0 && !frame && len(p) > 0 && ch.waitBuf == nil && !ch.directBusy {
+			ch.waitSeq++
+			mine, ch.waitBuf = ch.waitSeq, p
+		}
+		ch.readWaiters++
+		ch.cond.Wait()
+		ch.readWaiters--
+	}
+	for {
 		rec := ch.in.recs.peek()
 		if rec.ctrl != nil {
 			ch.in.recs.pop()
@@ -218,8 +254,7 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 			if fn != nil {
 				fn(rec.ctrl)
 			}
-			c.mu.Lock()
-			continue
+			return ch.read(p, credit, frame)
 		}
 		if frame && rec.n > len(p) {
 			c.mu.Unlock()
@@ -232,13 +267,20 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 				break
 			}
 		}
-		if credit {
-			ch.consumedLocked(int64(n))
-			c.flushLocked() // a due WINDOW goes out from here when the socket is idle
-		}
-		c.mu.Unlock()
-		return n, nil, nil
+		return ch.finishRead(n, credit)
 	}
+}
+
+// finishRead returns credit for n bytes taken (unless the caller will
+// call Consumed) and unlocks c.mu.
+func (ch *Channel) finishRead(n int, credit bool) (int, json.RawMessage, error) {
+	c := ch.c
+	if credit {
+		ch.consumedLocked(int64(n))
+		c.flushLocked() // a due WINDOW goes out from here when the socket is idle
+	}
+	c.mu.Unlock()
+	return n, nil, nil
 }
 
 // Write sends p as DATA frames of at most maxFrame bytes, blocking for

@@ -204,15 +204,19 @@ func (c *Conn) queuePong(p []byte) {
 	c.pushUrgentLocked(f)
 }
 
-// readData reads a DATA payload from r straight into the free space of
-// the channel's buffer, then checks it: over maxFrame closes the channel
-// with frame_size, beyond credit with flow_control, after EOF with
-// protocol. Frames for unknown channels are read and dropped.
+// readData reads a DATA payload from r straight into the channel: into
+// the buffer of a Read waiting on an empty channel (direct delivery, one
+// copy less), then into the free space of the channel's ring. It then
+// checks it: over maxFrame closes the channel with frame_size, beyond
+// credit with flow_control, after EOF with protocol. Frames for unknown
+// channels are read and dropped.
 //
-// The copy runs without c.mu: only this goroutine writes the buffer, the
+// The copy runs without c.mu: only this goroutine writes the ring, the
 // consumer only reads the filled part and advances r (r+n, the write
 // position, does not move), and a local Close swaps the ring out (the
-// bytes then go to the orphaned array and are dropped below).
+// bytes then go to the orphaned array and are dropped below). A claimed
+// Read buffer stays the reader's until directBusy is cleared: the waiting
+// Read does not return before.
 func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	c.mu.Lock()
 	ch := c.channels[id]
@@ -225,35 +229,38 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	if len(b.ring) < int(ch.granted) {
 		b.resize(int(ch.granted))
 	}
+	limit := c.recvMaxFrame + 1 // one more than allowed, to see a violation
+	var direct []byte
+	if ch.waitBuf != nil && b.recs.empty() {
+		direct = ch.waitBuf[:min(len(ch.waitBuf), limit)]
+		ch.waitBuf = nil
+		ch.directSeq, ch.directBusy = ch.waitSeq, true
+	}
 	var seg1, seg2 []byte
 	if size := len(b.ring); size > 0 {
 		w := (b.r + b.n) % size
-		limit := min(size-b.n, c.recvMaxFrame+1)
-		seg1 = b.ring[w:min(size, w+limit)]
-		seg2 = b.ring[:limit-len(seg1)]
+		room := min(size-b.n, limit-len(direct))
+		seg1 = b.ring[w:min(size, w+room)]
+		seg2 = b.ring[:room-len(seg1)]
 	}
 	c.mu.Unlock()
 
-	k, err := readFull2(r, seg1, seg2)
-	if err != nil {
-		return nil, err
+	n, err := readInto(r, direct, seg1, seg2)
+	extra := 0
+	if err == nil {
+		extra, err = c.discard(r) // anything past the space: a violation
 	}
-	extra, err := c.discard(r) // anything past the space: a violation
-	if err != nil {
-		return nil, err
-	}
-	total := k + extra
-	if total == 0 {
-		return protoErr(errBadPayload.Error()), nil
-	}
+	total := n + extra
+	kd := min(n, len(direct))
 
 	c.mu.Lock()
-	if ch.closed {
-		c.mu.Unlock()
-		return nil, nil
+	if direct != nil {
+		ch.directBusy = false
+		ch.directN = 0
 	}
 	var e *Error
 	switch {
+	case err != nil || total == 0 || ch.closed:
 	case !ch.inputEnabled:
 		e = NewError(CodeNotWritable, "this channel takes no input")
 	case total > c.recvMaxFrame:
@@ -262,16 +269,20 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 		e = NewError(CodeFlowControl, "DATA of %d bytes with %d bytes of credit", total, ch.recvAvail)
 	case ch.peerEOF:
 		e = NewError(CodeProtocol, "DATA after EOF")
+	default:
+		ch.recvAvail -= int64(total)
+		if direct != nil {
+			ch.directN = kd // the claimed Read returns these bytes
+		}
+		if n > kd {
+			b.commit(n - kd)
+		}
 	}
 	if e != nil {
 		ch.queueCloseLocked(e)
 		ch.dropLocked(e, true)
-		c.mu.Unlock()
-		return nil, nil
 	}
-	ch.recvAvail -= int64(total)
-	b.commit(total)
-	waiting, yield := ch.readWaiters > 0, ch.q.class == ClassTerminal
+	waiting, yield := ch.readWaiters > 0, ch.q.class == ClassTerminal && e == nil
 	c.mu.Unlock()
 	if waiting {
 		// Woken after the unlock, the consumer does not block on c.mu.
@@ -283,23 +294,33 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 			runtime.Gosched()
 		}
 	}
+	switch {
+	case err != nil:
+		return nil, err
+	case total == 0:
+		return protoErr(errBadPayload.Error()), nil
+	}
 	return nil, nil
 }
 
-// readFull2 reads into a then b until both are full or the message ends.
-func readFull2(r io.Reader, a, b []byte) (int, error) {
-	n, err := io.ReadFull(r, a)
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return n, nil
+// readInto reads the message into the segments in turn until they are
+// full or the message ends.
+func readInto(r io.Reader, a, b, c []byte) (int, error) {
+	n := 0
+	for _, seg := range [3][]byte{a, b, c} {
+		if len(seg) == 0 {
+			continue
+		}
+		k, err := io.ReadFull(r, seg)
+		n += k
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
 	}
-	if err != nil || len(b) == 0 {
-		return n, err
-	}
-	m, err := io.ReadFull(r, b)
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		err = nil
-	}
-	return n + m, err
+	return n, nil
 }
 
 // discard reads r to its end, returning the byte count.

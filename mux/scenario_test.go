@@ -372,3 +372,52 @@ func TestCloseEOFDataRaces(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestStreamExactWithAnyReadSize(t *testing.T) {
+	for _, kind := range []string{"terminal", "process"} {
+		t.Run(kind, func(t *testing.T) {
+			ts := newTestServer(t, tcpTransport, Config{InputWindow: 8 << 10}, scenarioRouter(nil))
+			c, _ := ts.dial(t, Config{})
+			ch, _, err := c.Open(ctx5(t), kind, 16<<10, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := make([]byte, 4<<20)
+			for i := range msg {
+				msg[i] = byte(i*31 + i>>11)
+			}
+			go func() {
+				// Writes of odd sizes, so frames and reads never line up.
+				for p := msg; len(p) > 0; {
+					n := min(len(p), 1+len(p)%40000)
+					if _, err := ch.Write(p[:n]); err != nil {
+						return
+					}
+					p = p[n:]
+				}
+			}()
+			got := make(chan []byte, 1)
+			go func() {
+				out := make([]byte, 0, len(msg))
+				buf := make([]byte, 70000)
+				for i := 0; len(out) < len(msg); i++ {
+					size := []int{1, 7, 100, 4096, 32 << 10, 32<<10 + 1, 70000}[i%7]
+					n, err := ch.Read(buf[:min(size, len(msg)-len(out))])
+					out = append(out, buf[:n]...)
+					if err != nil {
+						break
+					}
+				}
+				got <- out
+			}()
+			out := recvOrTimeout(t, got, 60*time.Second, "echo")
+			if !bytes.Equal(out, msg) {
+				i := 0
+				for i < len(out) && out[i] == msg[i] {
+					i++
+				}
+				t.Fatalf("got %d bytes, want %d; first difference at %d", len(out), len(msg), i)
+			}
+		})
+	}
+}
