@@ -33,7 +33,6 @@ type exitWatcher struct {
 	mu      sync.Mutex
 	pending map[string]chan int
 	closed  bool
-	kick    chan struct{} // wakes the poller when the first path is added
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -41,7 +40,7 @@ type exitWatcher struct {
 func newExitWatcher(src watchSource, interval time.Duration) *exitWatcher {
 	w := &exitWatcher{
 		src: src, interval: interval, pending: map[string]chan int{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		stop: make(chan struct{}),
 	}
 	w.wg.Add(1)
 	go w.run()
@@ -69,10 +68,6 @@ func (w *exitWatcher) watch(path string) (<-chan int, func()) {
 	w.mu.Lock()
 	w.pending[path] = ch
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
 	w.check(path) // the record may predate the watch
 	return ch, func() {
 		w.mu.Lock()
@@ -141,7 +136,6 @@ func (w *exitWatcher) run() {
 			for _, p := range paths {
 				w.check(p)
 			}
-		case <-w.kick:
 		}
 	}
 }

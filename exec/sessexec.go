@@ -64,10 +64,9 @@ type cmdFIFOs struct {
 	hold  [2]*os.File
 }
 
-func makeFIFOs(dir string, seq uint64) (*cmdFIFOs, error) {
+func makeFIFOs(outPath, errPath string) (*cmdFIFOs, error) {
 	c := &cmdFIFOs{}
-	for i, suf := range []string{".o", ".e"} {
-		path := filepath.Join(dir, strconv.FormatUint(seq, 10)+suf)
+	for i, path := range []string{outPath, errPath} {
 		if err := unix.Mkfifo(path, 0o600); err != nil {
 			c.close()
 			return nil, fmt.Errorf("exec: fifo: %w", err)
@@ -131,29 +130,26 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		return ExecResult{}, err
 	}
 	start := time.Now()
-	s.seq++ // reserve a name for this command's files
-	seq := s.seq
-	base := filepath.Join(s.dir, "u"+strconv.FormatUint(seq, 10))
+	seq := s.next()
+	defer s.removeOutputs(seq)
 	text := req.Command
 	if req.Cwd != "" || len(req.Env) > 0 {
-		userPath := base + ".sh"
-		if err := os.WriteFile(userPath, []byte(req.Command), 0o600); err != nil {
-			return ExecResult{}, fmt.Errorf("exec: command file: %w", err)
+		userPath := filepath.Join(s.dir, strconv.FormatUint(seq, 10)+".u")
+		if err := writeNew(userPath, req.Command); err != nil {
+			return ExecResult{}, err
 		}
 		defer os.Remove(userPath)
+		var err error
 		if text, err = overrideScript(userPath, req.Cwd, req.Env); err != nil {
 			return ExecResult{}, err
 		}
 	}
-	stdinPath := "/dev/null"
 	if req.Stdin != nil {
-		stdinPath = base + ".in"
-		if err := os.WriteFile(stdinPath, req.Stdin, 0o600); err != nil {
+		if err := os.WriteFile(s.cmdPath(seq, "i"), req.Stdin, 0o600); err != nil {
 			return ExecResult{}, fmt.Errorf("exec: stdin: %w", err)
 		}
-		defer os.Remove(stdinPath)
 	}
-	fifos, err := makeFIFOs(s.dir, seq)
+	fifos, err := makeFIFOs(s.cmdPath(seq, "o"), s.cmdPath(seq, "e"))
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -178,7 +174,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		fifos.read[i], fifos.hold[i] = nil, nil // the drain owns them
 	}
 	s.setBusy(true)
-	o, _, rtErr := s.roundTrip(ctx, text, stdinPath, fifos.paths[0], fifos.paths[1], timeout)
+	o, rtErr := s.roundTrip(ctx, seq, text, req.Stdin != nil, timeout)
 	s.setBusy(false)
 	for i, d := range drains {
 		d.stop()
@@ -233,12 +229,17 @@ func (s *session) snapshot(ctx context.Context, path string) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	o, _, err := s.roundTrip(ctx, snapshotScript, "/dev/null", path, "/dev/null", 0)
+	seq := s.next()
+	defer s.removeOutputs(seq)
+	o, err := s.roundTrip(ctx, seq, snapshotScript, false, 0)
 	if err != nil {
 		return err
 	}
 	if o.died {
 		return fmt.Errorf("%w: session %q ended during the snapshot", ErrSessionDead, s.id)
+	}
+	if err := os.Rename(s.cmdPath(seq, "o"), path); err != nil {
+		return fmt.Errorf("exec: snapshot: %w", err)
 	}
 	return nil
 }
@@ -264,9 +265,10 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 		return cwd, env, nil
 	}
 	defer s.turn.unlock()
-	path := filepath.Join(s.dir, "state")
-	defer os.Remove(path)
-	o, _, err := s.roundTrip(context.Background(), stateScript, "/dev/null", path, "/dev/null", 5*time.Second)
+	seq := s.next()
+	defer s.removeOutputs(seq)
+	path := s.cmdPath(seq, "o")
+	o, err := s.roundTrip(context.Background(), seq, stateScript, false, 5*time.Second)
 	if err != nil {
 		return "", nil, err
 	}

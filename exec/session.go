@@ -88,7 +88,9 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		_ = e.DeleteSession(id)
 		return SessionInfo{}, err
 	}
-	_, _, err = s.roundTrip(ctx, ":", "/dev/null", "/dev/null", "/dev/null", 0)
+	seq := s.next()
+	_, err = s.roundTrip(ctx, seq, ":", false, 0)
+	s.removeOutputs(seq)
 	s.turn.unlock()
 	if err != nil {
 		_ = e.DeleteSession(id)
@@ -112,7 +114,7 @@ func homeOf(env []string) string {
 // start spawns the shell with its command pipe, control pipe and output.
 func (s *session) start(env []string) error {
 	s.dir = filepath.Join(s.e.sessDir, s.e.nextName())
-	if err := os.Mkdir(s.dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(s.dir, "x"), 0o700); err != nil {
 		return fmt.Errorf("exec: session dir: %w", err)
 	}
 	inR, inW, err := os.Pipe()
@@ -140,7 +142,12 @@ func (s *session) start(env []string) error {
 		return fmt.Errorf("exec: start session shell: %w", err)
 	}
 	s.child, s.stdin = child, inW
-	s.e.watcher.addDir(s.dir)
+	if _, err := inW.WriteString(setupLine(s.dir)); err != nil {
+		_ = child.KillTree(unix.SIGKILL, 0) // Best effort.
+		closeAll(inW, ctlR, outR)
+		return fmt.Errorf("exec: start session shell: %w", err)
+	}
+	s.e.watcher.addDir(filepath.Join(s.dir, "x"))
 	go copyTail(s.shellOut, outR)
 	go s.readMarkers(ctlR)
 	return nil
@@ -169,28 +176,45 @@ type outcome struct {
 	timedOut bool
 }
 
-// roundTrip runs one command text in the shell and waits for its end.
-// The caller holds the turn. Output goes to the given paths (FIFOs or
-// files) and drains are the caller's business.
-func (s *session) roundTrip(ctx context.Context, text, stdinPath, outPath, errPath string, timeout time.Duration) (outcome, string, error) {
-	if err := s.alive(); err != nil {
-		return outcome{}, "", err
+// cmdPath names a file of command seq: ext is c (text), i (stdin),
+// o and e (outputs), or x (the exit record, in its own watched dir).
+func (s *session) cmdPath(seq uint64, ext string) string {
+	name := strconv.FormatUint(seq, 10) + "." + ext
+	if ext == "x" {
+		return filepath.Join(s.dir, "x", name)
 	}
+	return filepath.Join(s.dir, name)
+}
+
+// next reserves the sequence number of the next command. The caller holds
+// the turn.
+func (s *session) next() uint64 {
 	s.seq++
-	seq := s.seq
-	cmdPath := filepath.Join(s.dir, "cmd")
-	if err := os.WriteFile(cmdPath, []byte(text), 0o600); err != nil {
-		return outcome{}, "", fmt.Errorf("exec: command file: %w", err)
+	return s.seq
+}
+
+// roundTrip runs command seq (text) in the shell and waits for its end.
+// The caller holds the turn and has prepared seq's .i (when withStdin)
+// and, if it wants them to be FIFOs, .o and .e; otherwise bash creates
+// them as regular files and the caller removes them.
+func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withStdin bool, timeout time.Duration) (outcome, error) {
+	if err := s.alive(); err != nil {
+		return outcome{}, err
 	}
-	exitPath := filepath.Join(s.dir, strconv.FormatUint(seq, 10)+".exit")
+	// A fresh file per command: rewriting one in place (O_TRUNC) makes
+	// ext4 flush it on close (auto_da_alloc), about 2 ms.
+	cmdPath, exitPath := s.cmdPath(seq, "c"), s.cmdPath(seq, "x")
+	if err := writeNew(cmdPath, text); err != nil {
+		return outcome{}, err
+	}
 	exitCh, cancelWatch := s.e.watcher.watch(exitPath)
 	defer func() {
 		cancelWatch()
+		_ = os.Remove(cmdPath)  // Best effort.
 		_ = os.Remove(exitPath) // Best effort: usually never written.
 	}()
-	line := wrapperLine(cmdPath, stdinPath, outPath, errPath, exitPath, seq)
-	if _, err := s.stdin.WriteString(line); err != nil {
-		return s.waitDeath(), "", nil
+	if _, err := s.stdin.WriteString(wrapperLine(seq, withStdin)); err != nil {
+		return s.waitDeath(), nil
 	}
 
 	var timer <-chan time.Time
@@ -200,6 +224,7 @@ func (s *session) roundTrip(ctx context.Context, text, stdinPath, outPath, errPa
 		timer = t.C
 	}
 	cancelled := ctx.Done()
+	var graceC <-chan time.Time
 	markers := s.markers
 	for {
 		select {
@@ -210,19 +235,20 @@ func (s *session) roundTrip(ctx context.Context, text, stdinPath, outPath, errPa
 				markers = nil
 				continue
 			}
-			got, code, ok := parseMarker(m)
-			if ok && got == seq {
-				return outcome{code: code}, "", nil
+			// Only the wrapper writes the control pipe, one command at a
+			// time: any marker is this command's.
+			if code, ok := parseMarker(m); ok {
+				return outcome{code: code}, nil
 			}
 		case code := <-exitCh:
-			return outcome{code: code}, "", nil
+			return outcome{code: code}, nil
 		case <-s.child.Done():
-			return s.waitDeath(), "", nil
+			return s.waitDeath(), nil
 		case <-timer:
 			s.kill("command timed out after " + timeout.String())
 			o := s.waitDeath()
 			o.timedOut = true
-			return o, "", nil
+			return o, nil
 		case <-cancelled:
 			// rpc.cancel: Ctrl-C first; a command that ignores it costs
 			// the session after the grace.
@@ -230,7 +256,10 @@ func (s *session) roundTrip(ctx context.Context, text, stdinPath, outPath, errPa
 			s.interrupt()
 			grace := time.NewTimer(s.e.cfg.KillGrace)
 			defer grace.Stop()
-			timer = grace.C
+			graceC = grace.C
+		case <-graceC:
+			s.kill("command cancelled and did not stop on SIGINT")
+			return s.waitDeath(), nil
 		}
 	}
 }
@@ -319,7 +348,7 @@ func (s *session) setBusy(b bool) {
 
 func (s *session) removeFiles() {
 	if s.dir != "" {
-		s.e.watcher.removeDir(s.dir)
+		s.e.watcher.removeDir(filepath.Join(s.dir, "x"))
 		_ = os.RemoveAll(s.dir) // Best effort.
 	}
 }
@@ -386,4 +415,27 @@ func (e *Engine) DeleteSession(id string) error {
 	s.kill("session deleted")
 	s.removeFiles()
 	return nil
+}
+
+// writeNew writes a new file (O_EXCL: never an in-place rewrite).
+func writeNew(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("exec: command file: %w", err)
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("exec: command file: %w", err)
+	}
+	return nil
+}
+
+// removeOutputs removes command seq's output and stdin files.
+func (s *session) removeOutputs(seq uint64) {
+	for _, ext := range []string{"o", "e", "i"} {
+		_ = os.Remove(s.cmdPath(seq, ext)) // Best effort: some never exist.
+	}
 }

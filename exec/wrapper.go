@@ -5,13 +5,14 @@ import (
 	"strings"
 )
 
-// The session wrapper. Each command is one line on the shell's stdin:
+// The session wrapper. Each command is one line on the shell's stdin (N
+// is the command's sequence number, D the session's file directory, held
+// in the readonly variable __muxd_d set when the shell starts):
 //
 //	\builtin trap '\builtin return 130 2>/dev/null' INT
-//	{ \builtin source CMD; } <IN >|OUT 2>|ERR 3>&-
+//	{ \builtin source "D"/N.c;} <IN >|"D"/N.o 2>|"D"/N.e 3>&-
 //	__muxd_rc=$?
-//	\builtin printf '%s %s\n' SEQ "$__muxd_rc" >&3 2>/dev/null || \builtin printf '%s\n' "$__muxd_rc" >|EXIT
-//	\builtin unset __muxd_rc
+//	\builtin printf '%s\n' "$__muxd_rc" >&3 || \builtin printf '%s\n' "$__muxd_rc" >|"D"/x/N.x
 //
 // Why each piece:
 //   - `\builtin` everywhere: aliases (`alias printf=...`) and functions
@@ -22,31 +23,33 @@ import (
 //     parser reading stdin.
 //   - fd 3 (the control pipe) is closed for the group: the user's
 //     `exec 3>&-` only touches the group's copy, which bash restores, and
-//     background jobs never hold the control pipe.
-//   - `>|` writes through `set -o noclobber`; "$__muxd_rc" is quoted against
-//     IFS changes; `$?` is always set, so `set -u` is harmless.
+//     nothing the command starts can write a fake marker.
+//   - `>|` writes through `set -o noclobber`; expansions are quoted
+//     against IFS changes; `$?` is always set, so `set -u` is harmless.
 //   - the INT trap makes Ctrl-C (session.interrupt) return from the
-//     sourced command even in a builtin-only loop; the shell survives.
+//     sourced command even in a builtin-only loop; outside a sourced file
+//     the `return` fails silently and the marker is still written.
 //   - if fd 3 is unusable, the exit record file is the fallback, picked up
 //     by the exit watcher.
 //   - stdin is /dev/null unless bytes were given, so readers get EOF.
-func wrapperLine(cmdPath, stdinPath, outPath, errPath, exitPath string, seq uint64) string {
-	var b strings.Builder
-	b.Grow(384)
-	b.WriteString(`\builtin trap '\builtin return 130 2>/dev/null' INT; { \builtin source `)
-	b.WriteString(shQuote(cmdPath))
-	b.WriteString("; } <")
-	b.WriteString(shQuote(stdinPath))
-	b.WriteString(" >|")
-	b.WriteString(shQuote(outPath))
-	b.WriteString(" 2>|")
-	b.WriteString(shQuote(errPath))
-	b.WriteString(` 3>&-; __muxd_rc=$?; \builtin printf '%s %s\n' `)
-	b.WriteString(strconv.FormatUint(seq, 10))
-	b.WriteString(` "$__muxd_rc" >&3 2>/dev/null || \builtin printf '%s\n' "$__muxd_rc" >|`)
-	b.WriteString(shQuote(exitPath))
-	b.WriteString("; \\builtin unset __muxd_rc\n")
-	return b.String()
+//   - the line is short and the files sourced are tiny: bash reads a pipe
+//     one byte per syscall, and a wrapper file of its own cost twice the
+//     CPU of this line (measured).
+func wrapperLine(seq uint64, withStdin bool) string {
+	n := strconv.FormatUint(seq, 10)
+	in := "/dev/null"
+	if withStdin {
+		in = `"$__muxd_d"/` + n + ".i"
+	}
+	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source "$__muxd_d"/` + n +
+		`.c;} <` + in + ` >|"$__muxd_d"/` + n + `.o 2>|"$__muxd_d"/` + n +
+		`.e 3>&-;__muxd_rc=$?;\builtin printf '%s\n' "$__muxd_rc" >&3||\builtin printf '%s\n' "$__muxd_rc" >|"$__muxd_d"/x/` + n + ".x\n"
+}
+
+// setupLine is the shell's first input: the readonly directory variable
+// of wrapperLine (users cannot unset or change it).
+func setupLine(dir string) string {
+	return `\builtin readonly __muxd_d=` + shQuote(dir) + "\n"
 }
 
 // shQuote quotes s for bash as one word.
@@ -70,16 +73,8 @@ const snapshotScript = `\builtin export -p
 const stateScript = `\builtin printf '%s\0' "$PWD"; \builtin command env -0
 `
 
-// markerStatus parses "SEQ STATUS" from the control pipe.
-func parseMarker(line string) (seq uint64, status int, ok bool) {
-	a, b, found := strings.Cut(strings.TrimSpace(line), " ")
-	if !found {
-		return 0, 0, false
-	}
-	s, err1 := strconv.ParseUint(a, 10, 64)
-	st, err2 := strconv.Atoi(b)
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return s, st, true
+// parseMarker parses "STATUS\n" from the control pipe.
+func parseMarker(line string) (status int, ok bool) {
+	st, err := strconv.Atoi(strings.TrimSpace(line))
+	return st, err == nil
 }
