@@ -25,7 +25,7 @@ var drainBufs = sync.Pool{New: func() any { b := make([]byte, drainBufSize); ret
 // a full pipe nor die of SIGPIPE, and nothing leaks into a later result.
 type drain struct {
 	f        *os.File
-	hold     *os.File // our own write end of a FIFO (keeps EOF away until stop); may be nil
+	hold     int // our own write end of a FIFO (keeps EOF away until stop), or -1
 	log      *outputLog
 	captured chan struct{} // closed once the command's bytes are all in the log
 	stopping chan struct{}
@@ -33,10 +33,10 @@ type drain struct {
 }
 
 func startDrain(f *os.File, l *outputLog) *drain {
-	return startDrainHold(f, nil, l)
+	return startDrainHold(f, -1, l)
 }
 
-func startDrainHold(f, hold *os.File, l *outputLog) *drain {
+func startDrainHold(f *os.File, hold int, l *outputLog) *drain {
 	d := &drain{f: f, hold: hold, log: l, captured: make(chan struct{}), stopping: make(chan struct{})}
 	go d.run()
 	return d
@@ -110,8 +110,8 @@ func (d *drain) discard() {
 // command wrote.
 func (d *drain) stop() {
 	d.once.Do(func() {
-		if d.hold != nil {
-			_ = d.hold.Close() // Best effort: lets EOF through if nobody else writes.
+		if d.hold >= 0 {
+			_ = unix.Close(d.hold) // Best effort: lets EOF through if nobody else writes.
 		}
 		_ = d.f.SetReadDeadline(time.Now()) // Best effort: fails only once closed.
 		<-d.captured

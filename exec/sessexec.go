@@ -61,11 +61,11 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 type cmdFIFOs struct {
 	paths [2]string
 	read  [2]*os.File
-	hold  [2]*os.File
+	hold  [2]int // raw fds: never polled, so kept off the netpoller
 }
 
 func makeFIFOs(outPath, errPath string) (*cmdFIFOs, error) {
-	c := &cmdFIFOs{}
+	c := &cmdFIFOs{hold: [2]int{-1, -1}}
 	for i, path := range []string{outPath, errPath} {
 		if err := unix.Mkfifo(path, 0o600); err != nil {
 			c.close()
@@ -83,7 +83,7 @@ func makeFIFOs(outPath, errPath string) (*cmdFIFOs, error) {
 			c.close()
 			return nil, fmt.Errorf("exec: fifo: %w", err)
 		}
-		c.hold[i] = os.NewFile(uintptr(wfd), path)
+		c.hold[i] = wfd
 	}
 	return c, nil
 }
@@ -94,8 +94,8 @@ func (c *cmdFIFOs) close() {
 		if c.read[i] != nil {
 			_ = c.read[i].Close() // Best effort.
 		}
-		if c.hold[i] != nil {
-			_ = c.hold[i].Close() // Best effort.
+		if c.hold[i] >= 0 {
+			_ = unix.Close(c.hold[i]) // Best effort.
 		}
 		c.unlink(i)
 	}
@@ -131,7 +131,6 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	start := time.Now()
 	seq := s.next()
-	defer s.removeOutputs(seq)
 	text := req.Command
 	if req.Cwd != "" || len(req.Env) > 0 {
 		userPath := filepath.Join(s.dir, strconv.FormatUint(seq, 10)+".u")
@@ -145,9 +144,11 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		}
 	}
 	if req.Stdin != nil {
-		if err := os.WriteFile(s.cmdPath(seq, "i"), req.Stdin, 0o600); err != nil {
+		in := s.cmdPath(seq, "i")
+		if err := os.WriteFile(in, req.Stdin, 0o600); err != nil {
 			return ExecResult{}, fmt.Errorf("exec: stdin: %w", err)
 		}
+		defer os.Remove(in)
 	}
 	fifos, err := makeFIFOs(s.cmdPath(seq, "o"), s.cmdPath(seq, "e"))
 	if err != nil {
@@ -171,7 +172,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	var drains [2]*drain
 	for i := range drains {
 		drains[i] = startDrainHold(fifos.read[i], fifos.hold[i], p.logs[i])
-		fifos.read[i], fifos.hold[i] = nil, nil // the drain owns them
+		fifos.read[i], fifos.hold[i] = nil, -1 // the drain owns them
 	}
 	s.setBusy(true)
 	o, rtErr := s.roundTrip(ctx, seq, text, req.Stdin != nil, timeout)

@@ -210,8 +210,7 @@ func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withSt
 	exitCh, cancelWatch := s.e.watcher.watch(exitPath)
 	defer func() {
 		cancelWatch()
-		_ = os.Remove(cmdPath)  // Best effort.
-		_ = os.Remove(exitPath) // Best effort: usually never written.
+		_ = os.Remove(cmdPath) // Best effort.
 	}()
 	if _, err := s.stdin.WriteString(wrapperLine(seq, withStdin)); err != nil {
 		return s.waitDeath(), nil
@@ -241,6 +240,7 @@ func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withSt
 				return outcome{code: code}, nil
 			}
 		case code := <-exitCh:
+			_ = os.Remove(exitPath) // Best effort.
 			return outcome{code: code}, nil
 		case <-s.child.Done():
 			return s.waitDeath(), nil
@@ -433,9 +433,9 @@ func writeNew(path, text string) error {
 	return nil
 }
 
-// removeOutputs removes command seq's output and stdin files.
+// removeOutputs removes command seq's regular output files.
 func (s *session) removeOutputs(seq uint64) {
-	for _, ext := range []string{"o", "e", "i"} {
-		_ = os.Remove(s.cmdPath(seq, ext)) // Best effort: some never exist.
+	for _, ext := range []string{"o", "e"} {
+		_ = os.Remove(s.cmdPath(seq, ext)) // Best effort.
 	}
 }

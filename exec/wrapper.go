@@ -5,14 +5,16 @@ import (
 	"strings"
 )
 
-// The session wrapper. Each command is one line on the shell's stdin (N
-// is the command's sequence number, D the session's file directory, held
-// in the readonly variable __muxd_d set when the shell starts):
+// The session wrapper. Each command is one short line on the shell's
+// stdin, `__muxd_n=N;\builtin eval "$__muxd_w"`, where N is the command's
+// sequence number and the readonly variables __muxd_w (or __muxd_wi, with
+// stdin) and __muxd_d (the session's file directory, D) were set when the
+// shell started. The wrapper text is:
 //
 //	\builtin trap '\builtin return 130 2>/dev/null' INT
-//	{ \builtin source "D"/N.c;} <IN >|"D"/N.o 2>|"D"/N.e 3>&-
+//	{ \builtin source D/N.c;} <IN >|D/N.o 2>|D/N.e 3>&-
 //	__muxd_rc=$?
-//	\builtin printf '%s\n' "$__muxd_rc" >&3 || \builtin printf '%s\n' "$__muxd_rc" >|"D"/x/N.x
+//	\builtin printf '%s\n' "$__muxd_rc" >&3 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/N.x
 //
 // Why each piece:
 //   - `\builtin` everywhere: aliases (`alias printf=...`) and functions
@@ -32,24 +34,34 @@ import (
 //   - if fd 3 is unusable, the exit record file is the fallback, picked up
 //     by the exit watcher.
 //   - stdin is /dev/null unless bytes were given, so readers get EOF.
-//   - the line is short and the files sourced are tiny: bash reads a pipe
-//     one byte per syscall, and a wrapper file of its own cost twice the
-//     CPU of this line (measured).
+//   - eval of a variable keeps the line short: bash reads a pipe one byte
+//     per syscall (a 230-byte line is 230 reads), and sourcing a wrapper
+//     file cost twice the CPU (measured). eval runs at top level, so
+//     `declare` in the command stays global.
 func wrapperLine(seq uint64, withStdin bool) string {
-	n := strconv.FormatUint(seq, 10)
-	in := "/dev/null"
+	w := `"$__muxd_w"`
 	if withStdin {
-		in = `"$__muxd_d"/` + n + ".i"
+		w = `"$__muxd_wi"`
 	}
-	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source "$__muxd_d"/` + n +
-		`.c;} <` + in + ` >|"$__muxd_d"/` + n + `.o 2>|"$__muxd_d"/` + n +
-		`.e 3>&-;__muxd_rc=$?;\builtin printf '%s\n' "$__muxd_rc" >&3||\builtin printf '%s\n' "$__muxd_rc" >|"$__muxd_d"/x/` + n + ".x\n"
+	return "__muxd_n=" + strconv.FormatUint(seq, 10) + `;\builtin eval ` + w + "\n"
 }
 
-// setupLine is the shell's first input: the readonly directory variable
-// of wrapperLine (users cannot unset or change it).
+// wrapperText is the wrapper run by eval for command $__muxd_n.
+func wrapperText(withStdin bool) string {
+	in := "/dev/null"
+	if withStdin {
+		in = `"$__muxd_d/$__muxd_n.i"`
+	}
+	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source "$__muxd_d/$__muxd_n.c";} <` + in +
+		` >|"$__muxd_d/$__muxd_n.o" 2>|"$__muxd_d/$__muxd_n.e" 3>&-;__muxd_rc=$?;` +
+		`\builtin printf '%s\n' "$__muxd_rc" >&3||\builtin printf '%s\n' "$__muxd_rc" >|"$__muxd_d/x/$__muxd_n.x"`
+}
+
+// setupLine is the shell's first input: the readonly variables of the
+// wrapper (users cannot unset or change them).
 func setupLine(dir string) string {
-	return `\builtin readonly __muxd_d=` + shQuote(dir) + "\n"
+	return `\builtin readonly __muxd_d=` + shQuote(dir) + ` __muxd_w=` + shQuote(wrapperText(false)) +
+		` __muxd_wi=` + shQuote(wrapperText(true)) + "\n"
 }
 
 // shQuote quotes s for bash as one word.
