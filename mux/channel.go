@@ -41,6 +41,7 @@ type Channel struct {
 	// channel offers its buffer; the read loop may claim it.
 	waitBuf     []byte // the offered buffer, until claimed
 	waitSeq     uint64 // numbers offers, so a Read knows its own
+	directBuf   []byte // the claimed buffer, until its Read returns
 	directSeq   uint64 // the offer the read loop claimed
 	directBusy  bool   // the read loop is filling the claimed buffer
 	directN     int    // bytes delivered into the claimed buffer
@@ -212,8 +213,9 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 				ch.readWaiters--
 				continue
 			}
-			if n := ch.directN; n > 0 {
-				ch.directN, ch.directSeq = 0, 0
+			n := ch.directN
+			ch.directBuf, ch.directN, ch.directSeq = nil, 0, 0
+			if n > 0 {
 				return ch.finishRead(n, credit)
 			}
 			mine = 0 // nothing delivered (the frame was refused)

@@ -232,9 +232,13 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	limit := c.recvMaxFrame + 1 // one more than allowed, to see a violation
 	var direct []byte
 	if ch.waitBuf != nil && b.recs.empty() {
-		direct = ch.waitBuf[:min(len(ch.waitBuf), limit)]
-		ch.waitBuf = nil
-		ch.directSeq, ch.directBusy = ch.waitSeq, true
+		ch.directBuf, ch.waitBuf = ch.waitBuf, nil
+		ch.directSeq, ch.directN = ch.waitSeq, 0
+	}
+	if free := len(ch.directBuf) - ch.directN; free > 0 && b.recs.empty() {
+		// Frames keep filling the claimed buffer until its Read runs.
+		direct = ch.directBuf[ch.directN : ch.directN+min(free, limit)]
+		ch.directBusy = true
 	}
 	var seg1, seg2 []byte
 	if size := len(b.ring); size > 0 {
@@ -256,7 +260,6 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	c.mu.Lock()
 	if direct != nil {
 		ch.directBusy = false
-		ch.directN = 0
 	}
 	var e *Error
 	switch {
@@ -271,9 +274,7 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 		e = NewError(CodeProtocol, "DATA after EOF")
 	default:
 		ch.recvAvail -= int64(total)
-		if direct != nil {
-			ch.directN = kd // the claimed Read returns these bytes
-		}
+		ch.directN += kd // the claimed Read returns these bytes too
 		if n > kd {
 			b.commit(n - kd)
 		}
