@@ -103,6 +103,8 @@ func (d *drain) discard() {
 	}
 }
 
+// discardAll (fifos.go) does the same for a FIFO no drain owned.
+
 // stop ends the capture once the writer side is known complete (the
 // command's marker arrived, or its process was reaped): it takes what is
 // buffered, never waiting for EOF, which background children holding the

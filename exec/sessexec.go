@@ -56,57 +56,6 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	return b.String(), nil
 }
 
-// cmdFIFOs are one command's output FIFOs: read ends on the netpoller,
-// plus our own write ends that keep EOF away until the command is done.
-type cmdFIFOs struct {
-	paths [2]string
-	read  [2]*os.File
-	hold  [2]int // raw fds: never polled, so kept off the netpoller
-}
-
-func makeFIFOs(outPath, errPath string) (*cmdFIFOs, error) {
-	c := &cmdFIFOs{hold: [2]int{-1, -1}}
-	for i, path := range []string{outPath, errPath} {
-		if err := unix.Mkfifo(path, 0o600); err != nil {
-			c.close()
-			return nil, fmt.Errorf("exec: fifo: %w", err)
-		}
-		c.paths[i] = path
-		rfd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			c.close()
-			return nil, fmt.Errorf("exec: fifo: %w", err)
-		}
-		c.read[i] = os.NewFile(uintptr(rfd), path)
-		wfd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			c.close()
-			return nil, fmt.Errorf("exec: fifo: %w", err)
-		}
-		c.hold[i] = wfd
-	}
-	return c, nil
-}
-
-// close releases what drains did not take over and unlinks the FIFOs.
-func (c *cmdFIFOs) close() {
-	for i := range c.paths {
-		if c.read[i] != nil {
-			_ = c.read[i].Close() // Best effort.
-		}
-		if c.hold[i] >= 0 {
-			_ = unix.Close(c.hold[i]) // Best effort.
-		}
-		c.unlink(i)
-	}
-}
-
-func (c *cmdFIFOs) unlink(i int) {
-	if c.paths[i] != "" {
-		_ = os.Remove(c.paths[i]) // Best effort.
-	}
-}
-
 // execSession runs a command in a session's shell, in its turn.
 func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (ExecResult, error) {
 	s, err := e.session(req.SessionID)
@@ -169,18 +118,10 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		fifos.close()
 		return ExecResult{}, err
 	}
-	var drains [2]*drain
-	for i := range drains {
-		drains[i] = startDrainHold(fifos.read[i], fifos.hold[i], p.logs[i])
-		fifos.read[i], fifos.hold[i] = nil, -1 // the drain owns them
-	}
 	s.setBusy(true)
-	o, rtErr := s.roundTrip(ctx, seq, text, req.Stdin != nil, timeout)
+	o, rtErr := s.roundTrip(ctx, seq, text, req.Stdin != nil, timeout, func() { fifos.startDrains(p.logs) })
 	s.setBusy(false)
-	for i, d := range drains {
-		d.stop()
-		p.logs[i].finish()
-	}
+	fifos.finish(p.logs)
 	fifos.close()
 	if rtErr != nil {
 		p.failStart()
@@ -232,7 +173,7 @@ func (s *session) snapshot(ctx context.Context, path string) error {
 	}
 	seq := s.next()
 	defer s.removeOutputs(seq)
-	o, err := s.roundTrip(ctx, seq, snapshotScript, false, 0)
+	o, err := s.roundTrip(ctx, seq, snapshotScript, false, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -269,7 +210,7 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 	seq := s.next()
 	defer s.removeOutputs(seq)
 	path := s.cmdPath(seq, "o")
-	o, err := s.roundTrip(context.Background(), seq, stateScript, false, 5*time.Second)
+	o, err := s.roundTrip(context.Background(), seq, stateScript, false, 5*time.Second, nil)
 	if err != nil {
 		return "", nil, err
 	}

@@ -89,7 +89,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		return SessionInfo{}, err
 	}
 	seq := s.next()
-	_, err = s.roundTrip(ctx, seq, ":", false, 0)
+	_, err = s.roundTrip(ctx, seq, ":", false, 0, nil)
 	s.removeOutputs(seq)
 	s.turn.unlock()
 	if err != nil {
@@ -197,7 +197,11 @@ func (s *session) next() uint64 {
 // The caller holds the turn and has prepared seq's .i (when withStdin)
 // and, if it wants them to be FIFOs, .o and .e; otherwise bash creates
 // them as regular files and the caller removes them.
-func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withStdin bool, timeout time.Duration) (outcome, error) {
+//
+// slow, if set, runs once the command has run for lazyDrainDelay: fast
+// commands are read synchronously after their marker, and only slower
+// ones get drain goroutines (a full FIFO blocks bash until then).
+func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withStdin bool, timeout time.Duration, slow func()) (outcome, error) {
 	if err := s.alive(); err != nil {
 		return outcome{}, err
 	}
@@ -221,6 +225,12 @@ func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withSt
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timer = t.C
+	}
+	var slowC <-chan time.Time
+	if slow != nil {
+		t := time.NewTimer(lazyDrainDelay)
+		defer t.Stop()
+		slowC = t.C
 	}
 	cancelled := ctx.Done()
 	var graceC <-chan time.Time
@@ -257,6 +267,9 @@ func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withSt
 			grace := time.NewTimer(s.e.cfg.KillGrace)
 			defer grace.Stop()
 			graceC = grace.C
+		case <-slowC:
+			slowC = nil
+			slow()
 		case <-graceC:
 			s.kill("command cancelled and did not stop on SIGINT")
 			return s.waitDeath(), nil
@@ -432,6 +445,10 @@ func writeNew(path, text string) error {
 	}
 	return nil
 }
+
+// lazyDrainDelay is how long a session command runs before its output
+// gets drain goroutines: most commands end sooner and are read in one go.
+const lazyDrainDelay = 2 * time.Millisecond
 
 // removeOutputs removes command seq's regular output files.
 func (s *session) removeOutputs(seq uint64) {
