@@ -196,6 +196,10 @@ func (ch *Channel) consumedLocked(n int64) {
 	}
 }
 
+// read serves Read, ReadNoCredit and ReadFrame. While the channel is
+// empty, a Read offers p to the read loop (see Conn.readData) and waits;
+// bytes delivered into p are returned first, then buffered records in
+// order, then EOF or the close error.
 func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, error) {
 	c := ch.c
 	c.mu.Lock()
@@ -235,7 +239,9 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 			c.mu.Unlock()
 			return 0, nil, io.EOF
 		}
-		if mine == 0 && !frame && len(p) > 0 && ch.waitBuf == nil && !ch.directBusy {
+		if mine == 0 && !frame && len(p) > 0 && ch.waitBuf == nil && ch.directBuf == nil {
+			// Offer p: one offer at a time, so concurrent Reads never
+			// take each other's bytes.
 			ch.waitSeq++
 			mine, ch.waitBuf = ch.waitSeq, p
 		}
@@ -243,34 +249,32 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 		ch.cond.Wait()
 		ch.readWaiters--
 	}
-	for {
-		rec := ch.in.recs.peek()
-		if rec.ctrl != nil {
-			ch.in.recs.pop()
-			if frame {
-				c.mu.Unlock()
-				return 0, rec.ctrl, nil
-			}
-			fn := ch.onCtrl
+	rec := ch.in.recs.peek()
+	if rec.ctrl != nil {
+		ch.in.recs.pop()
+		if frame {
 			c.mu.Unlock()
-			if fn != nil {
-				fn(rec.ctrl)
-			}
-			return ch.read(p, credit, frame)
+			return 0, rec.ctrl, nil
 		}
-		if frame && rec.n > len(p) {
-			c.mu.Unlock()
-			return 0, nil, io.ErrShortBuffer
+		fn := ch.onCtrl
+		c.mu.Unlock()
+		if fn != nil {
+			fn(rec.ctrl)
 		}
-		n := 0
-		for n < len(p) && !ch.in.recs.empty() && ch.in.recs.peek().ctrl == nil {
-			n += ch.in.take(p[n:])
-			if frame {
-				break
-			}
-		}
-		return ch.finishRead(n, credit)
+		return ch.read(p, credit, frame)
 	}
+	if frame && rec.n > len(p) {
+		c.mu.Unlock()
+		return 0, nil, io.ErrShortBuffer
+	}
+	n := 0
+	for n < len(p) && !ch.in.recs.empty() && ch.in.recs.peek().ctrl == nil {
+		n += ch.in.take(p[n:])
+		if frame {
+			break
+		}
+	}
+	return ch.finishRead(n, credit)
 }
 
 // finishRead returns credit for n bytes taken (unless the caller will
