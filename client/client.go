@@ -256,30 +256,54 @@ func (c *Client) Close() error {
 // Call sends one JSON-RPC request. If the socket drops while it is
 // pending, Call returns ErrDisconnected (it is not resent: it may have
 // run). Errors from the daemon are *mux.Error.
+//
+// A request the daemon refused as busy (too many in flight on this
+// socket) was not run: Call sends it again after a short backoff.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	conn, err := c.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	err = conn.Call(ctx, method, params, result)
-	if err != nil && lost(conn, err) {
-		return fmt.Errorf("%s: %w", method, ErrDisconnected)
-	}
-	return err
-}
-
-// callIdempotent is Call that resends the request after a reconnect:
-// for requests that may safely run twice (reads, waits, kills).
-func (c *Client) callIdempotent(ctx context.Context, method string, params, result any) error {
-	for {
+	for backoff := time.Millisecond; ; backoff = min(backoff*2, 100*time.Millisecond) {
 		conn, err := c.Conn(ctx)
 		if err != nil {
 			return err
 		}
 		err = conn.Call(ctx, method, params, result)
-		if err == nil || !lost(conn, err) {
+		if err != nil && lost(conn, err) {
+			return fmt.Errorf("%s: %w", method, ErrDisconnected)
+		}
+		if !IsCode(err, mux.CodeBusy) || !sleepCtx(ctx, backoff) {
 			return err
 		}
+	}
+}
+
+// callIdempotent is Call that also resends the request after a
+// reconnect: for requests that may safely run twice (reads, waits, kills).
+func (c *Client) callIdempotent(ctx context.Context, method string, params, result any) error {
+	for backoff := time.Millisecond; ; {
+		conn, err := c.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.Call(ctx, method, params, result)
+		switch {
+		case err != nil && lost(conn, err):
+			continue
+		case IsCode(err, mux.CodeBusy) && sleepCtx(ctx, backoff):
+			backoff = min(backoff*2, 100*time.Millisecond)
+			continue
+		}
+		return err
+	}
+}
+
+// sleepCtx waits d, or returns false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

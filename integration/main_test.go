@@ -61,6 +61,15 @@ func benchRun() bool {
 	return false
 }
 
+// exitLimit is how long muxd may take to exit after SIGTERM: 5 s, plus
+// slack for the race detector's own exit work in -race builds.
+func exitLimit() time.Duration {
+	if raceBuild {
+		return 15 * time.Second
+	}
+	return 5 * time.Second
+}
+
 // daemon is one running muxd.
 type daemon struct {
 	t       testing.TB
@@ -162,7 +171,7 @@ func (d *daemon) stop() {
 	select {
 	case <-d.exited:
 	default:
-		if _, err := d.Terminate(6 * time.Second); err != nil {
+		if _, err := d.Terminate(exitLimit()); err != nil {
 			d.t.Errorf("%v\n%s", err, d.Logs())
 			_ = d.cmd.Process.Kill() // Best effort: our own child, by pid.
 			<-d.exited

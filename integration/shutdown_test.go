@@ -28,7 +28,7 @@ func TestSIGTERMLeavesNoDescendantAlive(t *testing.T) {
 	if len(before) < 3 {
 		t.Fatalf("expected the daemon's children, found %v", before)
 	}
-	took, err := d.Terminate(5 * time.Second)
+	took, err := d.Terminate(exitLimit())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, d.Logs())
 	}

@@ -45,14 +45,17 @@ describe('SandboxAddon from @cloudflare/sandbox@0.12.10 against muxd', { skip },
   let web;
   let d;
   let origin;
+  let home;
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'muxd-addon-page-'));
+    // A fresh HOME: the shells must not depend on the machine's start-up files.
+    home = await mkdtemp(join(tmpdir(), 'muxd-addon-home-'));
     profile = await mkdtemp(join(tmpdir(), 'muxd-addon-profile-'));
     await buildAddonPage(dir);
     web = await servePage(dir);
     origin = `http://127.0.0.1:${web.address().port}`;
-    d = await startDaemon({ args: ['--allowed-origins', origin] });
+    d = await startDaemon({ args: ['--allowed-origins', origin], env: { HOME: home } });
     ctx = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
@@ -78,6 +81,7 @@ describe('SandboxAddon from @cloudflare/sandbox@0.12.10 against muxd', { skip },
     await new Promise((r) => (web ? web.close(r) : r()));
     await rm(dir, { recursive: true, force: true });
     await rm(profile, { recursive: true, force: true });
+    await rm(home, { recursive: true, force: true });
   });
 
   const text = () => page.evaluate(() => globalThis.addonTest.text());
