@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
@@ -143,15 +142,4 @@ func (b *backend) register() {
 	rt.Handle("terminal.destroy", b.terminalDestroy)
 	rt.HandleOpen("terminal", b.openTerminal)
 	b.registerExec()
-}
-
-func (b *backend) serverInfo(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
-	return map[string]any{
-		"version":  b.s.cfg.Version,
-		"protocol": "wsmux/1",
-		"boot":     b.s.boot,
-		"limits":   b.muxCfg.Limits(),
-		"pid":      pid(),
-		"dataDir":  b.s.runDir,
-	}, nil
 }
