@@ -421,3 +421,39 @@ func TestStreamExactWithAnyReadSize(t *testing.T) {
 		})
 	}
 }
+
+func TestConcurrentReadsLoseNothing(t *testing.T) {
+	ts := newTestServer(t, pipeTransport, Config{}, scenarioRouter(nil))
+	c, _ := ts.dial(t, Config{})
+	ch, _, err := c.Open(ctx5(t), "process", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 1 << 20
+	go func() {
+		_, _ = ch.Write(make([]byte, total))
+		_ = ch.CloseWrite() // the echo ends with EOF
+	}()
+	sums := make(chan int, 3)
+	for i := range 3 {
+		go func() {
+			buf := make([]byte, 1000*(i+1))
+			n := 0
+			for {
+				k, err := ch.Read(buf)
+				n += k
+				if err != nil {
+					sums <- n
+					return
+				}
+			}
+		}()
+	}
+	got := 0
+	for range 3 {
+		got += recvOrTimeout(t, sums, 20*time.Second, "readers")
+	}
+	if got != total {
+		t.Fatalf("readers got %d bytes together, want %d", got, total)
+	}
+}
