@@ -13,6 +13,19 @@ import (
 	"time"
 )
 
+// TestMain gives the shells a fresh HOME: the tests must not depend on
+// (or wait for) the machine's shell start-up files.
+func TestMain(m *testing.M) {
+	home, err := os.MkdirTemp("", "pty-test-home-")
+	if err != nil {
+		panic(err)
+	}
+	_ = os.Setenv("HOME", home) // Best effort: only the children read it.
+	code := m.Run()
+	_ = os.RemoveAll(home) // Best effort.
+	os.Exit(code)
+}
+
 // waitLimit is the generous deadline for anything a test waits for.
 const waitLimit = 10 * time.Second
 

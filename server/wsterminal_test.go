@@ -33,6 +33,8 @@ type wstEnv struct {
 
 func newWSTEnv(t *testing.T, opts TerminalHandlerOptions) *wstEnv {
 	t.Helper()
+	// A fresh HOME: the shells must not depend on the machine's start-up files.
+	t.Setenv("HOME", t.TempDir())
 	e := &wstEnv{exited: make(chan pty.Info, 1024)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.m = pty.NewManager(pty.Config{
