@@ -2,6 +2,8 @@ package mux
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"testing"
 )
 
@@ -87,6 +89,72 @@ func FuzzParsePayloads(f *testing.F) {
 		case rpcResponse:
 			if m.ID == nil || (m.Result == nil) == (m.Error == nil) {
 				t.Fatalf("bad response classification of %s", p)
+			}
+		}
+	})
+}
+
+// FuzzConnFrames feeds a server connection a sequence of client frames
+// (each prefixed by a 2-byte length) without a socket, and checks the
+// budget and buffer invariants after each one.
+func FuzzConnFrames(f *testing.F) {
+	seq := func(frames ...[]byte) []byte {
+		var out []byte
+		for _, fr := range frames {
+			out = append(out, byte(len(fr)>>8), byte(len(fr)))
+			out = append(out, fr...)
+		}
+		return out
+	}
+	f.Add(seq(
+		appendFrame(nil, typeOpen, 1, []byte(`{"kind":"k","window":4096}`)),
+		appendFrame(nil, typeData, 1, []byte("hello")),
+		appendWindow(nil, 1, 100),
+		appendFrame(nil, typeCtrl, 1, []byte(`{"op":"resize"}`)),
+		appendFrame(nil, typeEOF, 1, nil),
+		appendFrame(nil, typeClose, 1, nil),
+	))
+	f.Add(seq(
+		appendFrame(nil, typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":1,"method":"m"}`)),
+		appendFrame(nil, typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":2,"method":"rpc.cancel","params":{"id":1}}`)),
+		appendFrame(nil, typePing, 0, []byte("x")),
+	))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		rt := NewRouter()
+		rt.Handle("m", func(ctx context.Context, c *Conn, p json.RawMessage) (any, error) { return nil, nil })
+		rt.HandleOpen("k", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) { return nil, nil })
+		cfg := Config{InputWindow: 4096, MaxFrame: 1024, MaxChannels: 4}.withDefaults()
+		c := newConn(nil, cfg, true, rt)
+		c.writing = true // no socket: nothing is ever written
+		defer c.cancel()
+		for len(in) >= 2 {
+			n := int(in[0])<<8 | int(in[1])
+			in = in[2:]
+			if n > len(in) {
+				n = len(in)
+			}
+			msg := in[:n]
+			in = in[n:]
+			var pe *ProtocolError
+			if len(msg) >= headerLen && frameType(msg[0]) == typeData && msg[1] == 0 && (header)(msg[:headerLen]).Channel() != 0 {
+				pe, _ = c.readData((header)(msg[:headerLen]).Channel(), bytes.NewReader(msg[headerLen:]))
+			} else if h, p, err := decodeFrame(msg); err == nil {
+				pe = c.handleFrame(h, p)
+			} else {
+				pe = protoErr(err.Error())
+			}
+			c.mu.Lock()
+			if c.used < 0 || c.inputGranted < 0 || c.inputGranted > cfg.ConnBudget {
+				t.Fatalf("budget: used %d granted %d", c.used, c.inputGranted)
+			}
+			for id, ch := range c.channels {
+				if int64(ch.in.n) > ch.granted || ch.recvAvail < 0 || ch.recvAvail > ch.granted || id%2 == 0 {
+					t.Fatalf("channel %d: buffered %d, credit %d of %d", id, ch.in.n, ch.recvAvail, ch.granted)
+				}
+			}
+			c.mu.Unlock()
+			if pe != nil {
+				return // the connection would close here
 			}
 		}
 	})
