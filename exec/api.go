@@ -110,8 +110,10 @@ func (e *Engine) fromSnapshot(ctx context.Context, s *session, req ProcessReques
 		}
 	}
 	name := e.nextName()
-	snap := filepath.Join(e.procDir, name+".snap")
-	cmd := filepath.Join(e.procDir, name+".cmd")
+	// Beside the session dirs (same filesystem as the snapshot's output,
+	// for the rename), but not inside one: the process outlives its session.
+	snap := filepath.Join(e.sessDir, "p"+name+".snap")
+	cmd := filepath.Join(e.sessDir, "p"+name+".cmd")
 	files := []string{snap, cmd}
 	if err := os.WriteFile(cmd, []byte(req.Command), 0o600); err != nil {
 		return childSpec{}, nil, fmt.Errorf("exec: command file: %w", err)

@@ -12,6 +12,12 @@ type Config struct {
 	// DataDir holds output logs, command files, FIFOs and exit records.
 	// Created if missing; its contents are removed by Close.
 	DataDir string
+	// RuntimeDir holds the sessions' small per-command files (command
+	// text, FIFOs, exit records). Default: a fresh directory on /dev/shm
+	// when it is a writable tmpfs, else DataDir/s. On a disk filesystem
+	// each command's file creations cost several times more (measured on
+	// ext4: ~2x the session round trip).
+	RuntimeDir string
 	// Shell is the bash binary for sessions and commands ("bash").
 	Shell string
 	// BaseEnv is the environment children start from (os.Environ());

@@ -41,10 +41,13 @@ type Engine struct {
 // New creates the data directory and returns a ready engine.
 func New(cfg Config) (*Engine, error) {
 	cfg = cfg.withDefaults()
+	if cfg.RuntimeDir == "" {
+		cfg.RuntimeDir = defaultRuntimeDir(cfg.DataDir)
+	}
 	e := &Engine{
 		cfg:      cfg,
 		procDir:  filepath.Join(cfg.DataDir, "p"),
-		sessDir:  filepath.Join(cfg.DataDir, "s"),
+		sessDir:  cfg.RuntimeDir,
 		procs:    map[string]*process{},
 		sessions: map[string]*session{},
 		subs:     map[uint64]func(Event){},
@@ -56,6 +59,17 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.watcher = newExitWatcher(newFSNotifySource(), cfg.ExitPollInterval)
 	return e, nil
+}
+
+// defaultRuntimeDir picks a fresh directory on /dev/shm (tmpfs), or
+// DataDir/s when /dev/shm is not usable.
+func defaultRuntimeDir(dataDir string) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "muxd-exec-"); err == nil {
+			return d
+		}
+	}
+	return filepath.Join(dataDir, "s")
 }
 
 // Close kills every session and process tree (KillGrace, then SIGKILL),

@@ -142,6 +142,16 @@ func (p *process) retained() int64 {
 	return p.logs[0].retained() + p.logs[1].retained()
 }
 
+func (p *process) removeExtraFiles() {
+	p.mu.Lock()
+	files := p.extraFiles
+	p.extraFiles = nil
+	p.mu.Unlock()
+	for _, f := range files {
+		_ = os.Remove(f) // Best effort.
+	}
+}
+
 func (p *process) removeFiles() {
 	p.mu.Lock()
 	files := p.extraFiles

@@ -125,6 +125,7 @@ func (e *Engine) supervise(p *process, child *proc.Process, drains [2]*drain, ti
 	}
 	st := child.Status()
 	p.finish(st.Code, st.Signal, st.SignalName())
+	p.removeExtraFiles() // the snapshot and command files were read at start
 	e.retire(p)
 	p.end()
 	e.emit("process.exited", p)

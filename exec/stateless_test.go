@@ -199,6 +199,9 @@ func TestBadInputIsRejected(t *testing.T) {
 	if err := e.KillProcess("dup", 0, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.WaitProcess(ctxT(t, 5*time.Second), "dup"); err != nil {
+		t.Fatal(err)
+	}
 	if got := openFDs(t); got > fds+2 {
 		t.Errorf("fds: %d before, %d after rejected requests", fds, got)
 	}
