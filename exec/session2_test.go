@@ -1,0 +1,148 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestSessionOutputIsByteExact(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	f := filepath.Join(t.TempDir(), "rand")
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "head -c 1M /dev/urandom > " + f + "; cat " + f + `; printf 'a\0b\r\nno-newline' >&2`, MaxOutput: 2 << 20})
+	want, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.Stdout, want) {
+		t.Errorf("stdout: %d bytes, want the file's %d exactly", len(r.Stdout), len(want))
+	}
+	if string(r.Stderr) != "a\x00b\r\nno-newline" {
+		t.Errorf("stderr = %q", r.Stderr)
+	}
+	r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "cat; read x; echo rc=$?", Stdin: []byte("in\x00")})
+	if string(r.Stdout) != "in\x00rc=1\n" {
+		t.Errorf("stdin: %q", r.Stdout)
+	}
+}
+
+func TestSessionExecCancelInterruptsAndKeepsSession(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "y=still"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(ctx, ExecRequest{ID: "cx", SessionID: sid, Command: "echo go; while :; do :; done"})
+		done <- r
+	}()
+	waitOutput(t, e, "cx", Stdout, "go\n")
+	cancel()
+	r := recvOrTimeout(t, done, 5*time.Second, "cancelled session exec")
+	if code(r) != 130 {
+		t.Errorf("cancelled exec code %d, want 130", code(r))
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo $y"}); string(r.Stdout) != "still\n" {
+		t.Errorf("session after cancel: %q", r.Stdout)
+	}
+}
+
+func TestSessionExecCancelIgnoringSIGINTKillsSession(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.KillGrace = 100 * time.Millisecond })
+	sid := newSession(t, e, SessionOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(ctx, ExecRequest{ID: "ig", SessionID: sid, Command: "trap '' INT; echo go; sleep 100"})
+		done <- r
+	}()
+	waitOutput(t, e, "ig", Stdout, "go\n")
+	cancel()
+	r := recvOrTimeout(t, done, 5*time.Second, "cancelled exec ignoring SIGINT")
+	if r.ExitCode != nil && *r.ExitCode == 0 {
+		t.Errorf("cancelled exec reported success")
+	}
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"}); !errors.Is(err, ErrSessionDead) {
+		t.Errorf("after a cancel that SIGINT could not stop: %v, want ErrSessionDead", err)
+	}
+}
+
+func TestKillAndSignalSessionExecRecord(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(context.Background(), ExecRequest{ID: "k1", SessionID: sid, Command: "echo go; sleep 100"})
+		done <- r
+	}()
+	waitOutput(t, e, "k1", Stdout, "go\n")
+	if err := e.KillProcess("k1", unix.SIGINT, 0); err != nil { // INT = Ctrl-C, the session lives
+		t.Fatal(err)
+	}
+	if r := recvOrTimeout(t, done, 5*time.Second, "interrupted record"); code(r) != 130 {
+		t.Errorf("INT via KillProcess: code %d, want 130", code(r))
+	}
+	go func() {
+		r, _ := e.Exec(context.Background(), ExecRequest{ID: "k2", SessionID: sid, Command: "echo go; sleep 100"})
+		done <- r
+	}()
+	waitOutput(t, e, "k2", Stdout, "go\n")
+	if err := e.KillProcess("k2", unix.SIGTERM, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	recvOrTimeout(t, done, 5*time.Second, "killed record")
+	if info, _ := e.GetProcess("k2"); info.Status == StatusRunning || (info.ExitCode != nil && *info.ExitCode == 0) {
+		t.Errorf("killed session record: %+v", info)
+	}
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"}); !errors.Is(err, ErrSessionDead) {
+		t.Errorf("after killing its command: %v, want ErrSessionDead", err)
+	}
+}
+
+func TestRetentionByteBudgetDropsOldestEnded(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.RetainBytes = 2500 })
+	var ids []string
+	for range 5 {
+		r := mustExec(t, e, ExecRequest{Command: "head -c 1000 /dev/zero"})
+		ids = append(ids, r.ID)
+	}
+	for i, id := range ids {
+		_, err := e.GetProcess(id)
+		if kept := err == nil; kept != (i >= 3) {
+			t.Errorf("record %d kept=%v, want only the newest two (2000 B ≤ 2500 B)", i, kept)
+		}
+	}
+	// A running process is never dropped by retention.
+	p := startProc(t, e, ProcessRequest{Command: "head -c 3000 /dev/zero; sleep 100"})
+	waitOutputLen(t, e, p.ID, 3000)
+	mustExec(t, e, ExecRequest{Command: "true"})
+	if info, err := e.GetProcess(p.ID); err != nil || info.Status != StatusRunning {
+		t.Errorf("running process dropped: %v", err)
+	}
+	_ = e.KillProcess(p.ID, unix.SIGKILL, 0)
+}
+
+// waitOutputLen waits until a stream of id has n bytes.
+func waitOutputLen(t *testing.T, e *Engine, id string, n int64) {
+	t.Helper()
+	r, err := e.OpenOutput(id, Stdout, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	timer := time.AfterFunc(10*time.Second, func() { _ = r.Close() })
+	defer timer.Stop()
+	buf := make([]byte, 4096)
+	for r.Offset() < n {
+		if _, err := r.Read(buf); err != nil {
+			t.Fatalf("waiting for %d bytes: %v", n, err)
+		}
+	}
+}
