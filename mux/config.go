@@ -34,8 +34,8 @@ type Config struct {
 	// granted to the peer (default 16 MiB). Input grants use at most half.
 	ConnBudget int64
 	// PingInterval is the period of WebSocket pings (default 15 s); a
-	// peer that answers none within two intervals is dropped. Zero
-	// disables pings.
+	// peer that answers none within two intervals is dropped, so a
+	// vanished peer ends waits with an error. Negative disables pings.
 	PingInterval time.Duration
 	// WriteStallTimeout ends the connection when one socket write has
 	// not completed for this long (default 30 s): the peer stopped
@@ -93,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnBudget <= 0 {
 		c.ConnBudget = d.ConnBudget
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = d.PingInterval
 	}
 	if c.WriteStallTimeout <= 0 {
 		c.WriteStallTimeout = d.WriteStallTimeout
