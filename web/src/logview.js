@@ -228,13 +228,12 @@ export class LogView {
     for (const b of blocks) {
       if (b.lost) frag.append(lineEl('note', `[output of ${b.stream} before byte ${b.from} was not kept]`));
       frag.append(lineEl('note', `— ${b.stream}, bytes ${b.from}–${b.to} —`));
-      for (const t of b.lines) frag.append(lineEl(b.stream, t));
+      if (b.lines.length > 0) frag.append(lineEl(b.stream, b.lines.join('\n')));
       this.earlierLines += b.lines.length;
     }
     const before = this.body.scrollHeight;
     this.earlier.prepend(frag);
     this.body.scrollTop += this.body.scrollHeight - before; // keep the reader's place
-    this.earlierBtn.disabled = top.stdout <= 0 && top.stderr <= 0;
     this.#updateInfo();
   }
 
@@ -245,9 +244,11 @@ export class LogView {
     this.status.textContent = `${statusText(p)} · ${fmtBytes(bytes)}${state ? ' · ' + state : ''}${
       p.startedAt ? ' · ' + fmtDuration(p) : ''
     }`;
-    const before = this.store.earliest('stdout') + this.store.earliest('stderr');
-    if (!this.earlyTop) this.earlierBtn.disabled = before <= 0;
-    if (!this.earlyTop && before > 0) this.info.textContent = `newest ${MAX_LINES.toLocaleString('en')} lines shown; ${fmtBytes(before)} before them`;
+    const top = this.earlyTop ?? { stdout: this.store.earliest('stdout'), stderr: this.store.earliest('stderr') };
+    const before = top.stdout + top.stderr;
+    this.earlierBtn.disabled = before <= 0;
+    if (before > 0) this.info.textContent = `${fmtBytes(before)} of earlier output not shown`;
+    else if (this.earlyTop) this.info.textContent = 'all retained output shown';
   }
 
   /** dispose detaches. The process is not touched. */
