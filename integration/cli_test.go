@@ -126,11 +126,11 @@ func TestCLIAttachRawModeResizeAndDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out string
-	for i := 0; i < 50 && !strings.Contains(out, "40 120"); i++ {
-		if _, err := ptmx.Write([]byte("stty size\r")); err != nil {
+	for i := 0; i < 20 && !strings.Contains(out, "40 120"); i++ {
+		if _, err := ptmx.Write([]byte("stty size; echo SZ-$((1+1))\r")); err != nil {
 			t.Fatal(err)
 		}
-		out = readUntil(t, ptmx, "\n", 5*time.Second)
+		out = readUntil(t, ptmx, "SZ-2", 5*time.Second)
 	}
 	if !strings.Contains(out, "40 120") {
 		t.Fatalf("resize did not reach the terminal: %q", out)

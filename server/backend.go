@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -79,6 +80,7 @@ func (b *backend) close(ctx context.Context) {
 func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 	s := b.s
 	k := &socket{kind: "ws", netConn: netConnOf(r)}
+	limitSendBuffer(k.netConn)
 	if !s.track(k) {
 		http.Error(w, "muxd is shutting down", http.StatusServiceUnavailable)
 		return
@@ -101,6 +103,20 @@ func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 	<-conn.Done()
 	s.log.Info("connection closed", "remote", r.RemoteAddr, "client", conn.Hello().Client,
 		"duration", time.Since(start).Round(time.Millisecond).String(), "reason", errString(conn.Err()))
+}
+
+// sendBuffer caps the kernel's send buffer of a /ws socket (256 KiB).
+// The writer serves keystroke echo before bulk output, but bytes already
+// handed to the kernel cannot be reordered: with the default autotuned
+// buffer (several MiB on loopback) an echo could wait behind ~10 ms of
+// bulk. 256 KiB is under 1 ms at the target 300 MB/s and still keeps a
+// fast link busy.
+const sendBuffer = 256 << 10
+
+func limitSendBuffer(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(sendBuffer) // Best effort: the default only costs latency.
+	}
 }
 
 func errString(err error) string {
