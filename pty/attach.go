@@ -13,6 +13,8 @@ type Attachment struct {
 	t        *Terminal
 	readOnly bool
 
+	done chan struct{} // closed by Detach: ends a pending Write
+
 	// Guarded by t.mu.
 	pos      int64 // offset of the next live byte to deliver
 	lagging  bool  // left behind by the reader: does not hold it back
@@ -32,7 +34,7 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	if opts.Instance != "" && opts.Instance != t.instance {
 		return nil, AttachInfo{}, ErrGone
 	}
-	a := &Attachment{t: t, readOnly: opts.ReadOnly}
+	a := &Attachment{t: t, readOnly: opts.ReadOnly, done: make(chan struct{})}
 	t.mu.Lock()
 	if t.destroyed {
 		t.mu.Unlock()
@@ -164,12 +166,18 @@ func (a *Attachment) skipLocked(first int64) Event {
 	return ev
 }
 
-// Write types p into the terminal; a read-only attachment drops it.
+// Write types p into the terminal; a read-only attachment drops it. It
+// blocks while the program does not read its input, until Detach.
 func (a *Attachment) Write(p []byte) (int, error) {
+	return a.WriteContext(context.Background(), p)
+}
+
+// WriteContext is Write that also gives up when ctx ends.
+func (a *Attachment) WriteContext(ctx context.Context, p []byte) (int, error) {
 	if a.readOnly {
 		return len(p), nil
 	}
-	return a.t.Write(p)
+	return a.t.write(ctx, a.done, p)
 }
 
 // Resize resizes the terminal; ignored for a read-only attachment.
@@ -199,6 +207,7 @@ func (a *Attachment) Detach() {
 		return
 	}
 	a.detached = true
+	close(a.done)
 	delete(t.atts, a)
 	t.progressLocked()
 	// Wake a Next blocked on this attachment; others recheck and wait again.

@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -22,6 +23,8 @@ type Terminal struct {
 
 	closeOnce sync.Once     // closes master once
 	done      chan struct{} // closed once the shell exited and output was read
+
+	in input // keystrokes on their way to the PTY
 
 	// sizeMu orders resizes so the recorded size is the last one applied;
 	// held only across the (non-blocking) TIOCSWINSZ ioctl.
@@ -100,18 +103,9 @@ func (t *Terminal) SetTitle(title string) {
 	t.mu.Unlock()
 }
 
-// Write types p into the terminal. Concurrent writes are not interleaved
-// (each p is written whole). It blocks while the PTY's input buffer is
-// full, that is while the program does not read its input.
+// Write types p into the terminal; see WriteContext.
 func (t *Terminal) Write(p []byte) (int, error) {
-	if t.Exited() {
-		return 0, ErrExited
-	}
-	n, err := t.master.Write(p)
-	if err != nil && (errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO)) {
-		err = ErrExited
-	}
-	return n, err
+	return t.WriteContext(context.Background(), p)
 }
 
 // Resize sets the terminal size; the latest call wins. It never blocks on

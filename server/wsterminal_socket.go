@@ -85,7 +85,10 @@ func (s *termSocket) serve(ctx context.Context, conn *websocket.Conn, t *pty.Ter
 		s.pump(ctx, conn, a)
 		cancel()
 	})
-	wg.Go(func() { s.ping(ctx, conn) })
+	wg.Go(func() {
+		s.ping(ctx, conn)
+		cancel() // a dead peer also ends a keystroke write the program does not read
+	})
 	reason := s.read(ctx, conn, a)
 	cancel()
 	a.Detach()
@@ -166,7 +169,10 @@ func (s *termSocket) read(ctx context.Context, conn *websocket.Conn, a *pty.Atta
 		msg := buf[:n]
 		if typ == websocket.MessageBinary {
 			if len(msg) > 0 {
-				_, _ = a.Write(msg) // Best effort: an exited terminal drops input.
+				// Best effort: an exited terminal drops input. The context
+				// ends the wait when the socket goes while the program
+				// does not read.
+				_, _ = a.WriteContext(ctx, msg)
 			}
 			continue
 		}

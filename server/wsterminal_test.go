@@ -497,3 +497,31 @@ func TestWSTerminalSocketsEndWithoutLeaks(t *testing.T) {
 		t.Fatalf("goroutines: got %d, want <= %d\n%s", got, goroutines, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+func TestWSTerminalDeadPeerEndsSocketWhileProgramIgnoresInput(t *testing.T) {
+	ended := make(chan struct{}, 4)
+	e := newWSTEnv(t, TerminalHandlerOptions{
+		PingInterval: 50 * time.Millisecond,
+		Track: func(r *http.Request, g func(time.Duration)) (func(), bool) {
+			return func() { ended <- struct{}{} }, true
+		},
+	})
+	wc := e.dial(t, "/ws/terminal?id=deaf", nil)
+	wc.waitReady()
+	wc.typeLine(`stty raw -echo; echo dea$((1+1))f; exec sleep 1000`)
+	wc.waitOutput("dea2f")
+	// More than the PTY's input buffer: the handler's write blocks.
+	chunk := strings.Repeat("z", 60<<10)
+	for range 4 {
+		wc.send(websocket.MessageBinary, chunk)
+	}
+	_ = wc.c.CloseNow() // the peer vanishes
+	select {
+	case <-ended:
+	case <-time.After(wstLimit):
+		t.Fatal("the handler did not end after its peer vanished")
+	}
+	if term, err := e.m.Get("deaf"); err != nil || term.Exited() {
+		t.Fatalf("the terminal did not survive its socket: %v", err)
+	}
+}
