@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -41,6 +42,13 @@ type Options struct {
 	// (default 4 MiB): larger windows stream faster, smaller ones hold
 	// less memory.
 	StreamWindow int
+	// ReceiveBuffer caps the socket's kernel receive buffer in bytes
+	// (default 256 KiB; negative leaves the OS default). Bytes queued in
+	// the kernel cannot be overtaken, so a small buffer keeps terminal
+	// echo quick while bulk output streams on the same socket.
+	ReceiveBuffer int
+	// HTTPClient dials the WebSocket (default: one with ReceiveBuffer).
+	HTTPClient *http.Client
 }
 
 // Client is a connection to one muxd daemon that reconnects by itself.
@@ -76,6 +84,9 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	if opts.StreamWindow < 1024 {
 		opts.StreamWindow = 4 << 20
 	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = smallBufferClient(opts.ReceiveBuffer)
+	}
 	c := &Client{url: u, opts: opts, log: opts.Logger, changed: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -89,6 +100,24 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	c.wg.Add(1)
 	go c.supervise(conn)
 	return c, nil
+}
+
+// smallBufferClient returns an HTTP client whose TCP connections have a
+// receive buffer of size bytes (0: 256 KiB; negative: the OS default).
+func smallBufferClient(size int) *http.Client {
+	if size == 0 {
+		size = 256 << 10
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if tc, ok := conn.(*net.TCPConn); ok && size > 0 {
+			_ = tc.SetReadBuffer(size) // Best effort: the default only costs latency.
+		}
+		return conn, err
+	}
+	return &http.Client{Transport: tr}
 }
 
 // wsURL turns http(s)://host[:port][/path] into ws(s)://host/ws.
@@ -124,7 +153,7 @@ func (c *Client) dial(ctx context.Context) (*mux.Conn, error) {
 	if c.opts.Config != nil {
 		cfg = *c.opts.Config
 	}
-	conn, err := mux.Dial(ctx, c.url, mux.DialOptions{Header: h, Client: c.opts.Name, Config: cfg})
+	conn, err := mux.Dial(ctx, c.url, mux.DialOptions{Header: h, Client: c.opts.Name, Config: cfg, HTTPClient: c.opts.HTTPClient})
 	if err != nil {
 		return nil, fmt.Errorf("client: connect to %s: %w", c.url, err)
 	}
