@@ -69,6 +69,22 @@ func drain(ch *Channel) {
 	}
 }
 
+// floodedConn returns a client whose connection carries n process
+// channels of bulk output, drained as fast as the client can.
+func floodedConn(t *testing.T, n int) (*Conn, context.Context) {
+	ts := newTestServer(t, tcpTransport, Config{}, scenarioRouter(nil))
+	c, _ := ts.dial(t, Config{})
+	ctx := ctx5(t)
+	for range n {
+		f, _, err := c.Open(ctx, "flood", 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go drain(f)
+	}
+	return c, ctx
+}
+
 func ctx5(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
@@ -76,16 +92,7 @@ func ctx5(t testing.TB) context.Context {
 }
 
 func TestDataExitEOFInOrderUnderBulk(t *testing.T) {
-	ts := newTestServer(t, tcpTransport, Config{}, scenarioRouter(nil))
-	c, _ := ts.dial(t, Config{})
-	ctx := ctx5(t)
-	for range 4 {
-		f, _, err := c.Open(ctx, "flood", 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go drain(f)
-	}
+	c, ctx := floodedConn(t, 4)
 	const n = 1 << 20
 	ch, _, err := c.Open(ctx, "ordered", 0, map[string]int{"n": n})
 	if err != nil {
@@ -131,16 +138,7 @@ func TestDataExitEOFInOrderUnderBulk(t *testing.T) {
 }
 
 func TestKeystrokeEchoFastUnderBulkFlood(t *testing.T) {
-	ts := newTestServer(t, tcpTransport, Config{}, scenarioRouter(nil))
-	c, _ := ts.dial(t, Config{})
-	ctx := ctx5(t)
-	for range 4 {
-		f, _, err := c.Open(ctx, "flood", 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go drain(f)
-	}
+	c, ctx := floodedConn(t, 4)
 	term, _, err := c.Open(ctx, "terminal", 0, nil)
 	if err != nil {
 		t.Fatal(err)
