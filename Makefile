@@ -42,7 +42,9 @@ lint:
 # fuzz runs each fuzz target for FUZZTIME (the corpus in testdata/ runs in every `make test`).
 FUZZTIME ?= 60s
 fuzz:
-	$(GO) test ./mux/ -run '^$$' -fuzz FuzzDecodeFrame -fuzztime $(FUZZTIME)
+	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzParsePayloads$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzConnFrames$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin web/dist/assets web/dist/index.html
