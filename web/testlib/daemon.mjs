@@ -1,7 +1,7 @@
 // daemon.mjs — starts the real muxd binary for tests on a free loopback
 // port with a fresh data dir, and stops it by pid.
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -32,11 +32,15 @@ export function freePort() {
  */
 export async function startDaemon({ env = {}, args = [], port: wantPort } = {}) {
   const dataDir = await mkdtemp(join(tmpdir(), 'muxd-webtest-'));
+  // Shells get a fresh HOME: the machine's ~/.bashrc is not ours to run (a
+  // stale lock in one once hung every shell's startup).
+  const home = join(dataDir, 'home');
+  await mkdir(home);
   let lastErr;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = wantPort ?? (await freePort());
-    const child = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir, ...args], {
-      env: { ...process.env, MUXD_TEST_HOOKS: '1', ...env },
+    const child = spawn(BIN, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', join(dataDir, 'data'), ...args], {
+      env: { ...process.env, HOME: home, MUXD_TEST_HOOKS: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let log = '';
