@@ -187,12 +187,18 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
 		for range n {
 			newSession(b, e, SessionOptions{})
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		used := (after.HeapInuse + after.StackInuse) - (before.HeapInuse + before.StackInuse)
+		// Heap growth plus the goroutines' stacks (8 KiB minimum each:
+		// StackInuse reuses freed stacks and would hide them).
+		goroutines := runtime.NumGoroutine() - g0
+		heap := int64(after.HeapInuse) - int64(before.HeapInuse)
+		used := max(heap, 0) + int64(goroutines)*8<<10
 		b.ReportMetric(float64(used)/n/1024, "KB/session")
+		b.ReportMetric(float64(goroutines)/n, "goroutines/session")
 	}
 }

@@ -9,48 +9,69 @@
 //     `export`, functions and aliases persist. Every exec is also a process
 //     record: its output can be followed by ID while it runs and read after
 //     it ends ([Engine.OpenOutput], [Engine.ReadOutput]); it is not listed
-//     by [Engine.ListProcesses].
+//     by [Engine.ListProcesses] and emits no events.
 //   - [Engine.StartProcess] starts a command and returns as soon as it
 //     runs. From a session it starts from a snapshot of the session's state
 //     (cwd, exported variables, functions, aliases, options, umask) taken
-//     under the session lock, in a fresh bash: never as `cmd &` inside the
-//     session shell.
+//     in the session's turn, in a fresh bash: never as `cmd &` inside the
+//     session shell, and it outlives the session.
 //   - Sessions ([Engine.CreateSession]) are long-lived `bash --noprofile
 //     --norc` fed through a stdin pipe. Commands run one at a time, in
-//     arrival order; sessions run in parallel.
+//     arrival order (a FIFO lock); sessions run in parallel. Kill,
+//     interrupt and list never wait for a session's turn.
 //
-// # Completion
+// # Session commands and completion
 //
-// A session command runs as `{ source FILE; } <in >|out 2>|err 3>&-` in the
-// main shell, followed by a `\builtin printf` of a nonce and `$?` to fd 3,
-// a pipe read by the engine (the in-band marker: tens of microseconds). If
-// that write fails (the user broke fd 3), the wrapper writes an exit record
-// file with a builtin redirect, which the exit watcher (fsnotify plus a
-// polling fallback) picks up. If the shell itself ends (`exit 7`,
-// `set -e; false`, `${X:?}`), the engine sees the shell's exit through its
-// pidfd, returns the command's result and marks the session dead. EOF on an
-// output pipe is never a completion signal: a command that leaves
-// `sleep 100 &` running still completes.
+// A session command's text goes to a fresh file that the shell sources as
+// a group command in the main shell, with fresh output FIFOs, stdin from
+// /dev/null (or a file of the given bytes) and the control fd closed; then
+// `\builtin printf` writes `$?` to fd 3, a pipe the engine reads (the
+// in-band marker). The wrapper is explained in wrapper.go; it survives
+// aliases and functions named like builtins, noclobber, nounset, xtrace,
+// `exec 3>&-`, IFS changes and user INT traps.
 //
-// Each command gets fresh output FIFOs. When the marker arrives, the engine
-// reads what is already buffered in them (non-blocking, to EAGAIN) and then
-// closes them, so the exit is never reported before the command's output,
-// and the later output of background jobs never leaks into the next result.
+// Why the marker and not the seed's exit file: an exit file written with
+// tmp + `mv` costs a fork (~1 ms) and its 50 ms poll far more; the marker
+// is a builtin write on a pipe already open. The exit record stays as the
+// durable fallback: if the marker cannot be written, the wrapper writes
+// "STATUS\n" to an exit file with a builtin redirect, picked up by the
+// exit watcher (fsnotify, plus polling that works alone; see exitwatch.go).
+// If the shell itself ends (`exit 7`, `set -e; false`, `${X:?}`, `exec`),
+// its pidfd says so: the command gets the shell's status and the session
+// is dead with bash's last words. EOF on an output pipe is never a
+// completion signal: a command that leaves `sleep 100 &` running still
+// completes.
+//
+// When the marker arrives, every byte the command wrote is in its FIFOs:
+// the engine reads them to EAGAIN (commands shorter than 2 ms without any
+// goroutine; longer ones through drain goroutines started at 2 ms), so an
+// exit is never reported before its output. Background jobs that still
+// hold a FIFO are drained to nowhere until they close it, so their later
+// output never reaches another command's result and they never block.
+//
+// session.interrupt is SIGINT to the shell's process group; the wrapper's
+// INT trap returns 130 from the sourced command, loops of builtins
+// included, and the shell keeps its state.
 //
 // # Output logs
 //
-// Each stream of each process is an [outputLog]: a ring file in the data
+// Each stream of each process is an outputLog: a ring file in the data
 // directory holding the last OutputLimit bytes, addressed by absolute byte
-// offsets from 0. Readers that fall behind the retained window get a
-// [*GapError]. Followers are woken by the appender, never by polling.
+// offsets from 0, created on the first byte. Readers that fall behind the
+// retained window get a [*GapError]; followers are woken by the appender,
+// never by polling. Ended records keep no descriptors open. Retention drops
+// the oldest ended records past RetainCount or RetainBytes.
 //
 // # Children
 //
 // Every child is spawned through internal/proc (own process group, default
-// signal dispositions, clean environment) and killed as a whole tree.
+// signal dispositions, clean environment) and killed as a whole tree
+// (stopped first, TERM, KILL after the grace). Stateless children get
+// pipes; the engine records their exit only after the child was reaped and
+// the pipes were read to what they hold.
 //
-// # Concurrency
+// # Files
 //
-// All Engine methods are safe for concurrent use. Kill, interrupt and list
-// never wait for a session lock.
+// DataDir holds output logs. RuntimeDir (tmpfs by default) holds the small
+// per-command files of sessions. Close kills every tree and removes both.
 package exec

@@ -1,6 +1,9 @@
 package exec
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Engine methods wrap them with detail; match with
 // errors.Is.
@@ -43,5 +46,5 @@ type GapError struct {
 }
 
 func (e *GapError) Error() string {
-	return "exec: output gap"
+	return fmt.Sprintf("exec: output gap: %s bytes [%d, %d) were dropped", e.Stream, e.Offset, e.Offset+e.Bytes)
 }

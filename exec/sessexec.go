@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,9 +188,9 @@ func (s *session) snapshot(ctx context.Context, path string) error {
 }
 
 // SessionState returns a session's cwd and exported environment, for a
-// terminal started from it. While a command runs, it does not wait: it
-// reads the shell's cwd from /proc and returns the environment the session
-// was created with.
+// terminal started from it. While a command runs (or waits), it does not
+// queue: it reads the shell's cwd from /proc and returns the environment
+// the session was created with.
 func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 	s, err := e.session(id)
 	if err != nil {
@@ -203,8 +204,7 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 		if err != nil {
 			cwd = s.cwd
 		}
-		env, _ := e.buildEnv(e.cfg.BaseEnv, nil)
-		return cwd, env, nil
+		return cwd, slices.Clone(s.env), nil
 	}
 	defer s.turn.unlock()
 	seq := s.next()

@@ -22,6 +22,7 @@ type session struct {
 	id, cwd   string
 	createdAt time.Time
 	timeout   time.Duration // default per command; 0 = none
+	env       []string      // the environment the shell started with
 	dir       string        // command files, FIFOs and exit records
 	child     *proc.Process
 	stdin     *os.File    // command lines; written only by the turn holder
@@ -58,7 +59,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 	if checkDir(cwd) != nil || cwd == "" {
 		cwd = homeOf(env)
 	}
-	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout,
+	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout, env: env,
 		markers: make(chan string, 4), shellOut: &tail{}}
 
 	e.mu.Lock()
