@@ -141,6 +141,19 @@ func (c *collector) waitFor(t testing.TB, s string) {
 	c.waitUntil(t, "output "+strings.TrimSpace(s), func() bool { return strings.Contains(c.live.String(), s) })
 }
 
+// waitSync waits until the replay ended.
+func (c *collector) waitSync(t testing.TB) {
+	t.Helper()
+	c.waitUntil(t, "sync", func() bool {
+		for _, ev := range c.events {
+			if ev.Kind == EventSync {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 func (c *collector) waitExit(t testing.TB) ExitStatus {
 	t.Helper()
 	c.waitUntil(t, "exit", func() bool { return c.exit != nil })

@@ -93,7 +93,7 @@ func TestReplayOnReattachDropsQueries(t *testing.T) {
 	}
 
 	c2 := attach(t, term, AttachOptions{From: -1})
-	c2.waitUntil(t, "sync", func() bool { return len(c2.events) > 0 && c2.events[len(c2.events)-1].Kind == EventSync })
+	c2.waitSync(t)
 	replay := c2.replayString()
 	if !strings.Contains(replay, "before\x1b[31mafter-3\x1b[0m") {
 		t.Fatalf("replay lacks the output: %q", replay)
@@ -135,7 +135,7 @@ func TestAttachBeforeRetainedOutputReportsGap(t *testing.T) {
 	typeLine(t, term, `head -c 300000 /dev/zero | tr '\0' x; echo; echo done-$((1+1))`)
 	c.waitFor(t, "done-2")
 	c2 := attach(t, term, AttachOptions{From: 0})
-	c2.waitUntil(t, "sync", func() bool { return len(c2.events) > 1 && c2.events[len(c2.events)-1].Kind == EventSync })
+	c2.waitSync(t)
 	ks := c2.kinds()
 	if ks[0] != EventGap || c2.events[0].Bytes <= 0 {
 		t.Fatalf("events: got %v (first %+v), want a gap first", ks, c2.events[0])
