@@ -22,14 +22,13 @@ type process struct {
 	startedAt                        time.Time
 	logs                             [2]*outputLog // Stdout, Stderr
 	done                             chan struct{}
-	// killTree ends the record's tree; signal sends one signal to it.
-	// Both are set before the record is visible and never change.
-	killTree func(sig syscall.Signal, grace time.Duration) error
-	signal   func(sig syscall.Signal) error
-
 	// mu guards the fields below. Never held across a kill or a write to
 	// stdin (a pipe that may be full).
-	mu          sync.Mutex
+	mu sync.Mutex
+	// killTree ends the record's tree; signal sends one signal to it. Set
+	// once the child runs; nil before.
+	killTree    func(sig syscall.Signal, grace time.Duration) error
+	signal      func(sig syscall.Signal) error
 	pid         int
 	status      string
 	exitCode    *int
@@ -170,15 +169,16 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) err
 	if p.ended() {
 		return nil
 	}
+	p.mu.Lock()
 	if byUser {
-		p.mu.Lock()
 		p.killed = true
-		p.mu.Unlock()
 	}
-	if p.killTree == nil {
+	kill := p.killTree
+	p.mu.Unlock()
+	if kill == nil {
 		return nil
 	}
-	return p.killTree(sig, grace)
+	return kill(sig, grace)
 }
 
 // KillProcess ends the whole tree of a process: sig to every member, then
@@ -205,10 +205,13 @@ func (e *Engine) SignalProcess(id string, sig syscall.Signal) error {
 	if err != nil {
 		return err
 	}
-	if p.ended() || p.signal == nil {
+	p.mu.Lock()
+	signal := p.signal
+	p.mu.Unlock()
+	if p.ended() || signal == nil {
 		return nil
 	}
-	return p.signal(sig)
+	return signal(sig)
 }
 
 // HasStdin reports whether the process has a writable stdin now.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,10 @@ type session struct {
 	stdin     *os.File    // command lines; written only by the turn holder
 	markers   chan string // lines from the control fd; closed at the shell's end
 	shellOut  *tail       // the shell's own stdout/stderr (traces, dying words)
+
+	// ready is set once the shell answered; before that the session is
+	// invisible (its fields are still being written).
+	ready atomic.Bool
 
 	// turn is the session lock: one command at a time, arrival order. Kill,
 	// interrupt and list never take it.
@@ -86,17 +91,29 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 	}
 	// One round trip proves the shell reads its commands.
 	if err := s.turn.lock(ctx); err != nil {
-		_ = e.DeleteSession(id)
+		e.mu.Lock()
+		delete(e.sessions, id)
+		e.mu.Unlock()
+		s.kill("start cancelled")
+		s.removeFiles()
 		return SessionInfo{}, err
 	}
 	seq := s.next()
-	_, err = s.roundTrip(ctx, seq, ":", false, 0, nil)
+	res, err := s.roundTrip(ctx, seq, ":", false, 0, nil)
 	s.removeOutputs(seq)
 	s.turn.unlock()
+	if err == nil && res.died {
+		err = fmt.Errorf("exec: session shell ended at start: %s", s.info().DeadReason)
+	}
 	if err != nil {
-		_ = e.DeleteSession(id)
+		e.mu.Lock()
+		delete(e.sessions, id)
+		e.mu.Unlock()
+		s.kill("start failed")
+		s.removeFiles()
 		return SessionInfo{}, err
 	}
+	s.ready.Store(true)
 	return s.info(), nil
 }
 
@@ -142,7 +159,9 @@ func (s *session) start(env []string) error {
 		closeAll(inW, ctlR, outR)
 		return fmt.Errorf("exec: start session shell: %w", err)
 	}
+	s.mu.Lock() // kill (from Close) may look at child concurrently
 	s.child, s.stdin = child, inW
+	s.mu.Unlock()
 	if _, err := inW.WriteString(setupLine(s.dir)); err != nil {
 		_ = child.KillTree(unix.SIGKILL, 0) // Best effort.
 		closeAll(inW, ctlR, outR)
@@ -323,14 +342,15 @@ func (s *session) kill(reason string) {
 	if s.killing == "" && !s.dead {
 		s.killing = reason
 	}
+	child, stdin := s.child, s.stdin
 	s.mu.Unlock()
-	if s.child == nil {
+	if child == nil {
 		return
 	}
-	_ = s.child.KillTree(killTERM, s.e.cfg.KillGrace) // Best effort: it may be gone.
-	<-s.child.Done()
-	s.markDead(s.child.Status())
-	_ = s.stdin.Close() // Best effort.
+	_ = child.KillTree(killTERM, s.e.cfg.KillGrace) // Best effort: it may be gone.
+	<-child.Done()
+	s.markDead(child.Status())
+	_ = stdin.Close() // Best effort.
 }
 
 // interrupt is Ctrl-C: SIGINT to the shell's process group (the shell and
@@ -371,7 +391,7 @@ func (e *Engine) session(id string) (*session, error) {
 	e.mu.Lock()
 	s := e.sessions[id]
 	e.mu.Unlock()
-	if s == nil {
+	if s == nil || !s.ready.Load() {
 		return nil, fmt.Errorf("%w: session %q", ErrNotFound, id)
 	}
 	return s, nil
@@ -387,7 +407,7 @@ func (e *Engine) ListSessions() []SessionInfo {
 	e.mu.Unlock()
 	out := make([]SessionInfo, 0, len(ss))
 	for _, s := range ss {
-		if s.child != nil {
+		if s.ready.Load() {
 			out = append(out, s.info())
 		}
 	}
@@ -419,11 +439,11 @@ func (e *Engine) InterruptSession(id string) error {
 func (e *Engine) DeleteSession(id string) error {
 	e.mu.Lock()
 	s := e.sessions[id]
-	if s != nil {
+	if s != nil && s.ready.Load() {
 		delete(e.sessions, id)
 	}
 	e.mu.Unlock()
-	if s == nil {
+	if s == nil || !s.ready.Load() {
 		return fmt.Errorf("%w: session %q", ErrNotFound, id)
 	}
 	s.kill("session deleted")

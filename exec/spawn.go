@@ -89,9 +89,9 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.mu.Lock()
 	p.pid = child.Pid
 	p.stdin = inW
-	p.mu.Unlock()
 	p.killTree = child.KillTree
 	p.signal = child.SignalGroup
+	p.mu.Unlock()
 	e.emit("process.started", p) // before supervise can emit the exit
 	go e.supervise(p, child, drains, timeout)
 	return nil
