@@ -146,3 +146,46 @@ func waitOutputLen(t *testing.T, e *Engine, id string, n int64) {
 		}
 	}
 }
+
+func TestSessionCreateErrors(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.MaxSessions = 2 })
+	newSession(t, e, SessionOptions{ID: "a"})
+	tests := []struct {
+		name string
+		o    SessionOptions
+		want error
+	}{
+		{"duplicate id", SessionOptions{ID: "a"}, ErrAlreadyExists},
+		{"bad env name", SessionOptions{Env: map[string]*string{"A=B": strp("x")}}, ErrInvalid},
+		{"negative timeout", SessionOptions{CommandTimeout: -1}, ErrInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := e.CreateSession(ctxT(t, 5*time.Second), tc.o); !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	newSession(t, e, SessionOptions{ID: "b"})
+	if _, err := e.CreateSession(ctxT(t, 5*time.Second), SessionOptions{}); !errors.Is(err, ErrLimit) {
+		t.Errorf("past MaxSessions: %v, want ErrLimit", err)
+	}
+	if err := e.DeleteSession("a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: "a", Command: "true"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("exec on deleted session: %v, want ErrNotFound", err)
+	}
+	if l := e.ListSessions(); len(l) != 1 || l[0].ID != "b" || !l[0].Alive || l[0].Busy {
+		t.Errorf("ListSessions = %+v", l)
+	}
+}
+
+func TestSessionCommandTimeoutDefault(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{CommandTimeout: 200 * time.Millisecond})
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 100"})
+	if !r.TimedOut {
+		t.Errorf("session default timeout not applied: %+v", r)
+	}
+}
