@@ -202,3 +202,54 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		b.ReportMetric(float64(goroutines)/n, "goroutines/session")
 	}
 }
+
+// BenchmarkOutputReader: following a log (the process channel pump's
+// source) against reading the same bytes from a plain file; target
+// ≥ 300 MB/s.
+func BenchmarkOutputReader(b *testing.B) {
+	size := 256 << 20
+	if testing.Short() {
+		size = 32 << 20
+	}
+	dir := b.TempDir()
+	l := newOutputLog(dir+"/log", 1<<30)
+	defer l.remove()
+	chunk := make([]byte, 128<<10)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	for off := 0; off < size; off += len(chunk) {
+		if err := l.append(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l.finish()
+	buf := make([]byte, 64<<10)
+	for range b.N {
+		var ours, raw []float64
+		for range 5 {
+			f, err := os.Open(dir + "/log")
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			n, _ := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+			raw = append(raw, float64(n)/1e6/time.Since(start).Seconds())
+			f.Close()
+
+			r := newOutputReader(l, Stdout, 0)
+			start = time.Now()
+			m, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{r}, buf)
+			if err != nil || m != int64(size) {
+				b.Fatalf("read %d (%v), want %d", m, err, size)
+			}
+			ours = append(ours, float64(m)/1e6/time.Since(start).Seconds())
+			r.Close()
+		}
+		slices.Sort(raw)
+		slices.Sort(ours)
+		b.ReportMetric(ours[2], "MB/s")
+		b.ReportMetric(raw[2], "baseline-MB/s")
+		b.ReportMetric(ours[2]/raw[2], "ratio")
+	}
+}

@@ -331,9 +331,9 @@ func TestFastExitNeverReportedBeforeOutput(t *testing.T) {
 }
 
 func TestManyProcessesLeaveNoZombiesOrFDs(t *testing.T) {
-	n := 200
-	if isLong() {
-		n = 1000
+	n := 1000
+	if testing.Short() {
+		n = 200
 	}
 	e := newTestEngine(t, func(c *Config) { c.RetainCount = 50 })
 	fds := openFDs(t)
