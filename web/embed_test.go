@@ -49,6 +49,9 @@ func TestHandlerServesPageAndAssets(t *testing.T) {
 			if cc := rec.Header().Get("Cache-Control"); !strings.Contains(cc, tc.cache) {
 				t.Errorf("Cache-Control: got %q, want %q", cc, tc.cache)
 			}
+			if tc.typPrefix == "text/html" && !strings.Contains(rec.Header().Get("Content-Security-Policy"), "script-src 'self'") {
+				t.Errorf("page without a Content-Security-Policy")
+			}
 			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, tc.typPrefix) {
 				t.Errorf("Content-Type: got %q, want prefix %q", ct, tc.typPrefix)
 			}
