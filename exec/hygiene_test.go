@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -118,5 +119,32 @@ func TestExitCodesSurviveOrphanReaping(t *testing.T) {
 		if code(r) != want {
 			t.Fatalf("run %d: exit %d, want %d", i, code(r), want)
 		}
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "data"), KillGrace: 100 * time.Millisecond}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 100 & echo started; sleep 0.01"})
+	mustExec(t, e, ExecRequest{Command: "echo hi"})
+	startProc(t, e, ProcessRequest{Command: "sleep 100", Stdin: true})
+	p := startProc(t, e, ProcessRequest{Command: "echo x"})
+	r, _ := e.OpenOutput(p.ID, Stdout, 0)
+	defer r.Close()
+	if err := e.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // bounded wait for exiting goroutines
+	}
+	if n := runtime.NumGoroutine(); n > before+1 {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines before, %d after Close:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
