@@ -25,6 +25,13 @@
 // for longer than the bound. No lock is held while writing to the PTY or
 // while a consumer writes what it pulled.
 //
+// Input: [Terminal.Write] and [Attachment.Write] go straight to the PTY
+// when it takes the bytes at once; otherwise they queue behind a
+// per-terminal writer and wait, until written, their context ends, or the
+// attachment is detached, so a program that stops reading its input never
+// pins a caller. Writes are never interleaved. Resize is latest-wins and
+// never blocks.
+//
 // Children are started through internal/proc: the shell is a session leader
 // with the PTY slave as its controlling terminal, and destroying a terminal
 // kills its whole process tree.
