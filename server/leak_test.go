@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/muxd/muxd/client"
+)
+
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
+// settle waits (bounded) until f() drops to at most want, returning the
+// last value.
+func settle(f func() int, want int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	n := f()
+	for n > want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling: goroutine exit has no event
+		n = f()
+	}
+	return n
+}
+
+func TestConnectionsAndChannelsLeaveNoGoroutinesOrFDs(t *testing.T) {
+	_, url := testServer(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Warm up once so lazily started helpers are not counted as leaks.
+	warm := dialClient(t, url, client.Options{NoReconnect: true})
+	if _, err := warm.Exec(ctx, "true", client.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Close()
+	g0, fd0 := runtime.NumGoroutine(), openFDs()
+	for i := 0; i < 20; i++ {
+		c, err := client.Dial(ctx, url, client.Options{NoReconnect: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Exec(ctx, fmt.Sprintf("echo %d", i), client.ExecOptions{OnOutput: func(string, []byte) {}})
+		if err != nil || string(r.Stdout) != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("exec: %+v %v", r, err)
+		}
+		p, err := c.StartProcess(ctx, "echo hi", client.ProcessOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadAll(p.Stdout()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+		term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := term.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}
+	if g := settle(runtime.NumGoroutine, g0+2, 10*time.Second); g > g0+2 {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: %d before, %d after 20 connections\n%s", g0, g, buf[:runtime.Stack(buf, true)])
+	}
+	if fd := settle(openFDs, fd0+2, 10*time.Second); fd > fd0+2 {
+		t.Fatalf("open fds: %d before, %d after 20 connections", fd0, fd)
+	}
+}
