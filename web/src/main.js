@@ -94,9 +94,15 @@ function showState() {
   }
 }
 $('#conn').addEventListener('click', () => client.reconnectNow());
-addEventListener('online', () => client.reconnectNow());
+// Back online or back in view: reconnect at once, or make sure the socket
+// that looks open still is.
+const wake = () => {
+  client.reconnectNow();
+  client.checkAlive();
+};
+addEventListener('online', wake);
 document.addEventListener('visibilitychange', () => {
-  if (!document.hidden) client.reconnectNow();
+  if (!document.hidden) wake();
 });
 
 // Phone layout: one view at a time.

@@ -392,6 +392,17 @@ export class Client extends Emitter {
     this.#dial();
   }
 
+  /**
+   * checkAlive pings now and drops the socket if no answer comes within
+   * timeoutMs (after a laptop wakes, a socket can look open but be dead).
+   */
+  checkAlive(timeoutMs = 5000) {
+    const conn = this.conn;
+    if (!conn || this.state !== 'open') return;
+    const timer = setTimeout(() => this.#lost(conn, `no reply to ping within ${timeoutMs} ms`), timeoutMs);
+    this.#ping(conn).then(() => clearTimeout(timer), () => clearTimeout(timer));
+  }
+
   /** drop closes the current socket abruptly, as a network failure would. */
   drop() {
     const conn = this.conn;

@@ -214,6 +214,20 @@ describe('wsmux client against muxd', () => {
     }
   });
 
+  test('checkAlive keeps a live socket and the heartbeat is cleared on close', async () => {
+    const c = await connect(d, { heartbeatMs: 50 });
+    const lost = [];
+    c.on('lost', (why) => lost.push(why));
+    c.checkAlive(2000);
+    // Several heartbeat periods and a ping round trip later, still open.
+    for (let i = 0; i < 5; i++) await c.ping();
+    await new Promise((r) => setTimeout(r, 200)); // heartbeats run (not a synchronization)
+    assert.equal(c.state, 'open');
+    assert.deepEqual(lost, []);
+    c.close();
+    assert.equal(c.state, 'closed');
+  });
+
   test('pending calls fail with "disconnected" when the socket drops', async () => {
     const c = await connect(d, { reconnect: false });
     const states = [];
