@@ -122,11 +122,12 @@ func (t *Terminal) tryWrite(p []byte) (int, error) {
 	if err == nil {
 		err = werr
 	}
-	return written, ptyWriteErr(err)
+	return written, t.writeErr(err)
 }
 
-func ptyWriteErr(err error) error {
-	if err != nil && (errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EBADF)) {
+// writeErr reports a write to a closed or hung-up PTY as ErrExited.
+func (t *Terminal) writeErr(err error) error {
+	if err != nil && (t.closed.Load() || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EIO)) {
 		return ErrExited
 	}
 	return err
@@ -168,7 +169,7 @@ func (t *Terminal) writeQueued() {
 		}
 		in.mu.Unlock()
 		n, err := t.master.Write(req.p)
-		req.n, req.err = n, ptyWriteErr(err)
+		req.n, req.err = n, t.writeErr(err)
 		close(req.done)
 	}
 }

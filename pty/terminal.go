@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ type Terminal struct {
 	created  time.Time
 
 	closeOnce sync.Once     // closes master once
+	closed    atomic.Bool   // set before master is closed
 	done      chan struct{} // closed once the shell exited and output was read
 
 	in input // keystrokes on their way to the PTY
@@ -120,7 +122,7 @@ func (t *Terminal) Resize(cols, rows int) error {
 		return ErrExited
 	}
 	if err := setSize(t.master, cols, rows); err != nil {
-		if errors.Is(err, os.ErrClosed) {
+		if t.closed.Load() {
 			return ErrExited
 		}
 		return fmt.Errorf("pty: resize: %w", err)
@@ -167,6 +169,7 @@ func (t *Terminal) progressLocked() {
 
 func (t *Terminal) closeMaster() {
 	t.closeOnce.Do(func() {
+		t.closed.Store(true)
 		_ = t.master.Close() // Best effort: the reader sees ErrClosed.
 	})
 }

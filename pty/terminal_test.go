@@ -275,6 +275,12 @@ func TestDestroyKillsChildren(t *testing.T) {
 	if got := c.waitExit(t); got.Signal == "" {
 		t.Fatalf("exit after destroy: got %+v, want a signal", got)
 	}
+	if err := term.Resize(10, 10); !errors.Is(err, ErrExited) {
+		t.Errorf("resize after destroy: got %v, want ErrExited", err)
+	}
+	if _, err := term.Write([]byte("x")); !errors.Is(err, ErrExited) {
+		t.Errorf("write after destroy: got %v, want ErrExited", err)
+	}
 	if _, err := m.Get("tree"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get after destroy: got %v, want ErrNotFound", err)
 	}
