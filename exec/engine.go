@@ -29,13 +29,14 @@ type Engine struct {
 
 	// mu guards the maps, the retention list and closed. Never held across
 	// a spawn, a kill, a file write or a subscriber call.
-	mu       sync.Mutex
-	procs    map[string]*process
-	ended    []*process // ended records, oldest first, for retention
-	sessions map[string]*session
-	subs     map[uint64]func(Event)
-	nextSub  uint64
-	closed   bool
+	mu         sync.Mutex
+	procs      map[string]*process
+	ended      []*process // ended records, oldest first, for retention
+	endedBytes int64      // output retained by ended, for RetainBytes
+	sessions   map[string]*session
+	subs       map[uint64]func(Event)
+	nextSub    uint64
+	closed     bool
 }
 
 // New creates the data directory and returns a ready engine.
@@ -235,18 +236,15 @@ func (e *Engine) lookup(id string) (*process, error) {
 // retire files an ended record for retention and drops the oldest past
 // the count or byte budget.
 func (e *Engine) retire(p *process) {
+	p.keptBytes = p.retained() // final: an ended record no longer grows
 	var drop []*process
 	e.mu.Lock()
 	if e.procs[p.id] == p {
 		e.ended = append(e.ended, p)
+		e.endedBytes += p.keptBytes
 	}
-	var total int64
-	for _, q := range e.ended {
-		total += q.retained()
-	}
-	for len(e.ended) > 0 && (len(e.ended) > e.cfg.RetainCount || total > e.cfg.RetainBytes) {
+	for len(e.ended) > 0 && (len(e.ended) > e.cfg.RetainCount || e.endedBytes > e.cfg.RetainBytes) {
 		q := e.ended[0]
-		total -= q.retained()
 		drop = append(drop, q)
 		e.dropLocked(q)
 	}
@@ -262,13 +260,19 @@ func (e *Engine) dropLocked(p *process) {
 	if e.procs[p.id] == p {
 		delete(e.procs, p.id)
 	}
+	e.forgetEndedLocked(p)
+	go p.removeFiles() // the lock is held: file removal happens outside it
+}
+
+// forgetEndedLocked takes p off the retention list.
+func (e *Engine) forgetEndedLocked(p *process) {
 	for i, q := range e.ended {
 		if q == p {
 			e.ended = append(e.ended[:i], e.ended[i+1:]...)
-			break
+			e.endedBytes -= p.keptBytes
+			return
 		}
 	}
-	go p.removeFiles() // the lock is held: file removal happens outside it
 }
 
 // GetProcess returns a process or exec record.
@@ -312,12 +316,7 @@ func (e *Engine) RemoveProcess(id string) error {
 		return fmt.Errorf("%w: process %q is running", ErrBusy, id)
 	}
 	delete(e.procs, id)
-	for i, q := range e.ended {
-		if q == p {
-			e.ended = append(e.ended[:i], e.ended[i+1:]...)
-			break
-		}
-	}
+	e.forgetEndedLocked(p)
 	e.mu.Unlock()
 	p.removeFiles()
 	return nil
