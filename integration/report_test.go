@@ -27,7 +27,8 @@ func writeBenchmarks() error {
 		strings.TrimSpace(run("nproc")), strings.TrimSpace(run("uname", "-sr")), runtime.Version(),
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "The machine is shared (other builds and tests may run at the same time):\n")
-	fmt.Fprintf(&b, "latency tails in particular are noisy.\n\n")
+	fmt.Fprintf(&b, "load average when the benchmarks ended: %s; latency tails in particular\n", loadAvg())
+	fmt.Fprintf(&b, "are noisy under load. Compare each figure with its same-run baseline.\n\n")
 	fmt.Fprintf(&b, "| what | muxd | baseline (same run) | ratio | target |\n| --- | --- | --- | --- | --- |\n")
 	for _, f := range figures {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.name, f.value, f.baseline, f.ratio, f.target)
@@ -55,4 +56,16 @@ func run(name string, args ...string) string {
 		return "?"
 	}
 	return string(out)
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
