@@ -177,7 +177,9 @@ describe('the page in Chromium', { skip }, () => {
       const id = await page.evaluate(() => globalThis.muxd.tabs.active.view.id);
       const list = () => page.evaluate(() => globalThis.muxd.client.call('terminal.list').then((r) => r.terminals));
       await page.focus('.tab.active');
+      assert.ok(await page.evaluate(() => document.activeElement?.classList.contains('tab')), 'the tab has the keyboard');
       await page.keyboard.press('F2');
+      await page.waitForSelector('.tab-edit', { timeout: 5000 });
       await page.fill('.tab-edit', 'build box');
       await page.press('.tab-edit', 'Enter');
       await page.waitForSelector('.tab.active .tab-label >> text="build box"');
