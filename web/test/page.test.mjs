@@ -170,6 +170,36 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('keys (and xterm\'s answers to replayed queries) are not sent while a replay is drawn', async () => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await freshTerminal(page);
+      const sent = await page.evaluate(() => {
+        const v = globalThis.muxd.tabs.active.view;
+        const got = [];
+        const write = v.ch.write.bind(v.ch);
+        v.ch.write = (data) => {
+          got.push(typeof data === 'string' ? data : new TextDecoder().decode(data));
+          return write(data);
+        };
+        v.replaying = true;
+        v.term.input('during-replay', true);
+        // A DA query drawn during replay: xterm answers through onData.
+        return new Promise((resolve) => {
+          v.term.write('\x1b[c', () => {
+            v.replaying = false;
+            v.term.input('X', true);
+            resolve(got);
+          });
+        });
+      });
+      assert.deepEqual(sent, ['X']);
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+
   test('tabs: a new terminal, rename with F2 (terminal.update), close destroys it', async () => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
