@@ -26,7 +26,9 @@
 // a group command in the main shell, with fresh output FIFOs, stdin from
 // /dev/null (or a file of the given bytes) and the control fd closed; then
 // `\builtin printf` writes `$?` to fd 3, a pipe the engine reads (the
-// in-band marker). The wrapper is explained in wrapper.go; it survives
+// in-band marker) straight from the goroutine that runs the command, with
+// read deadlines for timeouts, cancellation and the lazy drains: no
+// hand-off on the hot path, and no goroutine per idle session for it. The wrapper is explained in wrapper.go; it survives
 // aliases and functions named like builtins, noclobber, nounset, xtrace,
 // `exec 3>&-`, IFS changes and user INT traps.
 //

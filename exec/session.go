@@ -1,8 +1,9 @@
 package exec
 
 import (
-	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,9 +27,9 @@ type session struct {
 	env       []string      // the environment the shell started with
 	dir       string        // command files, FIFOs and exit records
 	child     *proc.Process
-	stdin     *os.File    // command lines; written only by the turn holder
-	markers   chan string // lines from the control fd; closed at the shell's end
-	shellOut  *tail       // the shell's own stdout/stderr (traces, dying words)
+	stdin     *os.File // command lines; written only by the turn holder
+	ctl       *os.File // read end of the control pipe (fd 3 in the shell); read only by the turn holder
+	shellOut  *tail    // the shell's own stdout/stderr (traces, dying words)
 
 	// ready is set once the shell answered; before that the session is
 	// invisible (its fields are still being written).
@@ -36,8 +37,9 @@ type session struct {
 
 	// turn is the session lock: one command at a time, arrival order. Kill,
 	// interrupt and list never take it.
-	turn fifoLock
-	seq  uint64 // command sequence; touched only by the turn holder
+	turn      fifoLock
+	seq       uint64 // command sequence; touched only by the turn holder
+	ctlBroken bool   // the control pipe ended while the shell lives; turn holder only
 
 	// mu guards the fields below; never held across a kill or a write.
 	mu         sync.Mutex
@@ -65,7 +67,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		cwd = homeOf(env)
 	}
 	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout, env: env,
-		markers: make(chan string, 4), shellOut: &tail{}}
+		shellOut: &tail{}}
 
 	e.mu.Lock()
 	switch {
@@ -160,7 +162,7 @@ func (s *session) start(env []string) error {
 		return fmt.Errorf("exec: start session shell: %w", err)
 	}
 	s.mu.Lock() // kill (from Close) may look at child concurrently
-	s.child, s.stdin = child, inW
+	s.child, s.stdin, s.ctl = child, inW, ctlR
 	s.mu.Unlock()
 	if _, err := inW.WriteString(setupLine(s.dir)); err != nil {
 		_ = child.KillTree(unix.SIGKILL, 0) // Best effort.
@@ -169,23 +171,7 @@ func (s *session) start(env []string) error {
 	}
 	s.e.watcher.addDir(filepath.Join(s.dir, "x"))
 	go copyTail(s.shellOut, outR)
-	go s.readMarkers(ctlR)
 	return nil
-}
-
-// readMarkers forwards control lines until the shell (the only holder of
-// the control pipe) ends.
-func (s *session) readMarkers(r *os.File) {
-	defer close(s.markers)
-	defer r.Close()
-	br := bufio.NewReaderSize(r, 64)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return
-		}
-		s.markers <- line
-	}
 }
 
 // outcome of one command in the shell.
@@ -231,68 +217,149 @@ func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withSt
 	if err := writeNew(cmdPath, text); err != nil {
 		return outcome{}, err
 	}
-	exitCh, cancelWatch := s.e.watcher.watch(exitPath)
-	defer func() {
-		cancelWatch()
-		_ = os.Remove(cmdPath) // Best effort.
-	}()
+	defer func() { _ = os.Remove(cmdPath) }() // Best effort.
 	if _, err := s.stdin.WriteString(wrapperLine(seq, withStdin)); err != nil {
 		return s.waitDeath(), nil
 	}
 
-	var timer <-chan time.Time
+	if !s.ctlBroken {
+		if o, ok := s.awaitMarker(ctx, timeout, slow); ok {
+			return o, nil
+		}
+		// The control pipe ended but the shell may live: from now on the
+		// exit records decide.
+		s.ctlBroken = true
+	}
+	return s.awaitRecord(ctx, exitPath, timeout, slow), nil
+}
+
+// awaitMarker reads the marker straight from the control pipe in the
+// caller's goroutine (no hand-off: this is the hot path). Deadlines on the
+// pipe serve the lazy drains, the timeout and cancellation. It reports
+// false if the pipe ended while the shell lives on.
+func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow func()) (outcome, bool) {
+	var cancelled atomic.Bool
+	stop := context.AfterFunc(ctx, func() {
+		cancelled.Store(true)
+		_ = s.ctl.SetReadDeadline(time.Now()) // Best effort: wakes the read.
+	})
+	defer stop()
+	defer func() { _ = s.ctl.SetReadDeadline(time.Time{}) }() // Best effort: reset for the next command.
+	start := time.Now()
+	var timeoutAt, slowAt, graceAt time.Time
+	if timeout > 0 {
+		timeoutAt = start.Add(timeout)
+	}
+	if slow != nil {
+		slowAt = start.Add(lazyDrainDelay)
+	}
+	handled := false
+	var buf [32]byte
+	var line []byte
+	for range 1 << 40 { // bounded by the deadlines below and the shell's life
+		if cancelled.Load() && !handled {
+			// rpc.cancel: Ctrl-C first; a command that ignores it costs
+			// the session after the grace.
+			handled = true
+			s.interrupt()
+			graceAt = time.Now().Add(s.e.cfg.KillGrace)
+		}
+		_ = s.ctl.SetReadDeadline(earliest(slowAt, timeoutAt, graceAt)) // Best effort.
+		if cancelled.Load() && !handled {
+			continue // the cancel's deadline may have been overwritten
+		}
+		n, err := s.ctl.Read(buf[:])
+		if n > 0 {
+			line = append(line, buf[:n]...)
+			if i := bytes.IndexByte(line, '\n'); i >= 0 {
+				// Only the wrapper writes the control pipe, one command
+				// at a time: any marker is this command's.
+				if code, ok := parseMarker(string(line[:i])); ok {
+					return outcome{code: code}, true
+				}
+				line = line[i+1:]
+			}
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			// EOF: only the shell holds the pipe's write end (commands
+			// run with fd 3 closed), so it is dying, or it lost fd 3.
+			select {
+			case <-s.child.Done():
+				return s.waitDeath(), true
+			case <-time.After(s.e.cfg.KillGrace):
+				return outcome{}, false
+			}
+		}
+		now := time.Now()
+		switch {
+		case !graceAt.IsZero() && !now.Before(graceAt):
+			s.kill("command cancelled and did not stop on SIGINT")
+			return s.waitDeath(), true
+		case !timeoutAt.IsZero() && !now.Before(timeoutAt):
+			s.kill("command timed out after " + timeout.String())
+			o := s.waitDeath()
+			o.timedOut = true
+			return o, true
+		case !slowAt.IsZero() && !now.Before(slowAt):
+			slowAt = time.Time{}
+			slow()
+		}
+	}
+	return outcome{}, false
+}
+
+// earliest returns the earliest non-zero time, or zero (no deadline).
+func earliest(ts ...time.Time) time.Time {
+	var e time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (e.IsZero() || t.Before(e)) {
+			e = t
+		}
+	}
+	return e
+}
+
+// awaitRecord waits for the exit record when the control pipe is gone.
+func (s *session) awaitRecord(ctx context.Context, exitPath string, timeout time.Duration, slow func()) outcome {
+	exitCh, cancelWatch := s.e.watcher.watch(exitPath)
+	defer cancelWatch()
+	var timer, slowC, graceC <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timer = t.C
 	}
-	var slowC <-chan time.Time
 	if slow != nil {
 		t := time.NewTimer(lazyDrainDelay)
 		defer t.Stop()
 		slowC = t.C
 	}
 	cancelled := ctx.Done()
-	var graceC <-chan time.Time
-	markers := s.markers
 	for {
 		select {
-		case m, ok := <-markers:
-			if !ok {
-				// The control pipe is gone, but that alone is not the
-				// shell's end: the exit record or the shell's exit decides.
-				markers = nil
-				continue
-			}
-			// Only the wrapper writes the control pipe, one command at a
-			// time: any marker is this command's.
-			if code, ok := parseMarker(m); ok {
-				return outcome{code: code}, nil
-			}
 		case code := <-exitCh:
 			_ = os.Remove(exitPath) // Best effort.
-			return outcome{code: code}, nil
+			return outcome{code: code}
 		case <-s.child.Done():
-			return s.waitDeath(), nil
+			return s.waitDeath()
 		case <-timer:
 			s.kill("command timed out after " + timeout.String())
 			o := s.waitDeath()
 			o.timedOut = true
-			return o, nil
+			return o
+		case <-slowC:
+			slowC = nil
+			slow()
 		case <-cancelled:
-			// rpc.cancel: Ctrl-C first; a command that ignores it costs
-			// the session after the grace.
 			cancelled = nil
 			s.interrupt()
 			grace := time.NewTimer(s.e.cfg.KillGrace)
 			defer grace.Stop()
 			graceC = grace.C
-		case <-slowC:
-			slowC = nil
-			slow()
 		case <-graceC:
 			s.kill("command cancelled and did not stop on SIGINT")
-			return s.waitDeath(), nil
+			return s.waitDeath()
 		}
 	}
 }
@@ -381,6 +448,12 @@ func (s *session) setBusy(b bool) {
 }
 
 func (s *session) removeFiles() {
+	s.mu.Lock()
+	ctl := s.ctl // set once at start, never cleared: readers may hold it
+	s.mu.Unlock()
+	if ctl != nil {
+		_ = ctl.Close() // Best effort: a reader in awaitMarker sees the end.
+	}
 	if s.dir != "" {
 		s.e.watcher.removeDir(filepath.Join(s.dir, "x"))
 		_ = os.RemoveAll(s.dir) // Best effort.
