@@ -80,6 +80,8 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 	if err != nil {
 		return nil, execError(err)
 	}
+	b.s.log.Debug("exec", "id", res.ID, "session", p.SessionID, "exitCode", res.ExitCode, "signal", res.Signal,
+		"timedOut", res.TimedOut, "duration", res.Duration.String())
 	return b.execResult(res, enc), nil
 }
 
