@@ -34,7 +34,7 @@ func newExecEngine(s *Server, n *notifier) (execEngine, error) {
 			s.log.Info("process started", "id", p.ID, "pid", p.Pid, "session", p.SessionID)
 			n.send("process.started", toWire(p))
 		case "process.exited":
-			s.log.Info("process exited", "id", p.ID, "status", p.Status, "exitCode", p.ExitCode, "signal", p.Signal)
+			s.log.Info("process exited", "id", p.ID, "status", p.Status, "exitCode", intOrNil(p.ExitCode), "signal", p.Signal)
 			n.send("process.exited", map[string]any{"id": p.ID, "status": p.Status, "exitCode": p.ExitCode,
 				"signal": nullString(p.Signal)})
 		}

@@ -80,7 +80,7 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 	if err != nil {
 		return nil, execError(err)
 	}
-	b.s.log.Debug("exec", "id", res.ID, "session", p.SessionID, "exitCode", res.ExitCode, "signal", res.Signal,
+	b.s.log.Debug("exec", "id", res.ID, "session", p.SessionID, "exitCode", intOrNil(res.ExitCode), "signal", res.Signal,
 		"timedOut", res.TimedOut, "duration", res.Duration.String())
 	return b.execResult(res, enc), nil
 }
@@ -183,4 +183,12 @@ func wireTime(t *time.Time) *string {
 	}
 	s := rfc3339ms(*t)
 	return &s
+}
+
+// intOrNil dereferences an optional exit code for logs.
+func intOrNil(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
