@@ -33,14 +33,18 @@ type wstEnv struct {
 
 func newWSTEnv(t *testing.T, opts TerminalHandlerOptions) *wstEnv {
 	t.Helper()
+	return newWSTEnvWith(t, opts, pty.Config{})
+}
+
+func newWSTEnvWith(t *testing.T, opts TerminalHandlerOptions, cfg pty.Config) *wstEnv {
+	t.Helper()
 	// A fresh HOME: the shells must not depend on the machine's start-up files.
 	t.Setenv("HOME", t.TempDir())
 	e := &wstEnv{exited: make(chan pty.Info, 1024)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.m = pty.NewManager(pty.Config{
-		DefaultShell: "/bin/bash", Logger: quiet, KillGrace: 500 * time.Millisecond,
-		OnExit: func(in pty.Info) { e.exited <- in },
-	})
+	cfg.DefaultShell, cfg.Logger, cfg.KillGrace = "/bin/bash", quiet, 500*time.Millisecond
+	cfg.OnExit = func(in pty.Info) { e.exited <- in }
+	e.m = pty.NewManager(cfg)
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
@@ -523,5 +527,35 @@ func TestWSTerminalDeadPeerEndsSocketWhileProgramIgnoresInput(t *testing.T) {
 	}
 	if term, err := e.m.Get("deaf"); err != nil || term.Exited() {
 		t.Fatalf("the terminal did not survive its socket: %v", err)
+	}
+}
+
+func TestWSTerminalStalledViewerDoesNotStallOthers(t *testing.T) {
+	e := newWSTEnvWith(t, TerminalHandlerOptions{}, pty.Config{StallTimeout: 300 * time.Millisecond})
+	stalled := e.dial(t, "/ws/terminal?id=st", nil)
+	stalled.waitReady() // then never reads again
+	wc := e.dial(t, "/ws/terminal?id=st", nil)
+	wc.waitReady()
+	// Far more than the ring and the stalled socket's buffers; well within
+	// the limit unless the stalled viewer holds the program until the
+	// liveness ping drops it (15 s and more).
+	wc.typeLine(`head -c 40000000 /dev/zero | tr '\0' y; echo; echo end-$((2+3))`)
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	var tail []byte
+	total := 0
+	for !bytes.Contains(tail, []byte("end-5")) {
+		typ, data, err := wc.c.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", total, err)
+		}
+		if typ == websocket.MessageBinary {
+			total += len(data)
+			tail = append(tail, data...)
+			tail = tail[max(0, len(tail)-64):]
+		}
+	}
+	if total < 40_000_000 {
+		t.Fatalf("got %d bytes, want all 40 MB", total)
 	}
 }
