@@ -189,3 +189,24 @@ func TestSessionCommandTimeoutDefault(t *testing.T) {
 		t.Errorf("session default timeout not applied: %+v", r)
 	}
 }
+
+func TestSnapshotProcessOverridesAndStdin(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "export A=session B=kept; cd /"})
+	p := startProc(t, e, ProcessRequest{SessionID: sid, Command: "read x; echo $x $A ${B-unset} $PWD", Stdin: true,
+		Cwd: dir, Env: map[string]*string{"A": strp("over"), "B": nil}})
+	if _, err := e.WriteStdin(p.ID, []byte("in\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitProc(t, e, p.ID)
+	data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
+	if want := "in over unset " + dir + "\n"; string(data) != want {
+		t.Errorf("stdout %q, want %q", data, want)
+	}
+	// The session itself is unchanged.
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo $A $B $PWD"}); string(r.Stdout) != "session kept /\n" {
+		t.Errorf("session after snapshot process: %q", r.Stdout)
+	}
+}
