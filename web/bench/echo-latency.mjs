@@ -7,6 +7,9 @@
 // shell's echo has been parsed by xterm (onWriteParsed): socket, server,
 // PTY, bash and the renderer's parser, all in the measurement. Prints p50,
 // p99 and the loaded/idle ratio; the target is loaded p99 <= 50 ms.
+import { open, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startDaemon } from '../testlib/daemon.mjs';
 import { launch } from '../testlib/browser.mjs';
 
@@ -19,6 +22,18 @@ const KEYS = arg('keys', 200);
 // --no-view: run the same process without opening its log (the CPU cost of
 // producing the output, without streaming it): separates the page's share.
 const NO_VIEW = process.argv.includes('--no-view');
+
+// The log is a file written beforehand, so producing it costs one cat, not
+// a pipeline competing for the CPU with what is measured.
+const dir = await mkdtemp(join(tmpdir(), 'muxd-bench-'));
+const logFile = join(dir, 'log.txt');
+{
+  const f = await open(logFile, 'w');
+  const line = 'x'.repeat(99) + '\n';
+  const block = Buffer.from(line.repeat(10000)); // 1 MB
+  for (let i = 0; i < MB; i++) await f.write(block);
+  await f.close();
+}
 
 const d = await startDaemon();
 const browser = await launch();
@@ -103,10 +118,10 @@ try {
   });
 
   // Load: a process writing MB megabytes, followed by an open log view.
-  const load = await page.evaluate(async ({ mb, noView }) => {
+  const load = await page.evaluate(async ({ noView, logFile }) => {
     const client = globalThis.muxd.client;
     try {
-      const p = await client.call('process.start', { command: `head -c ${mb}000000 /dev/zero | tr '\\0' 'x' | fold -w 100` });
+      const p = await client.call('process.start', { command: `cat ${logFile}` });
       if (noView) return { kind: 'no log view: producer only', id: p.id };
       globalThis.muxd.tabs.openLog(p);
       globalThis.muxd.tabs.activate(globalThis.muxd.tabs.tabs[0]);
@@ -116,10 +131,10 @@ try {
       // No process.* in this build: flood a second terminal instead.
       const t = await client.call('terminal.create', {});
       const ch = await client.open('terminal', { id: t.id }, { onData: (b, c) => c.consume(b.length) });
-      ch.write(`head -c ${mb}000000 /dev/zero | tr '\\0' 'x' | fold -w 100; exit\n`);
+      ch.write(`cat ${logFile}; exit\n`);
       return { kind: 'second terminal (process.* missing)', id: t.id };
     }
-  }, { mb: MB, noView: NO_VIEW });
+  }, { noView: NO_VIEW, logFile });
   const t0 = Date.now();
   const loadedRun = await measure(KEYS);
   const loaded = stats(loadedRun.samples);
@@ -142,4 +157,5 @@ try {
 } finally {
   await browser.close();
   await d.stop();
+  await rm(dir, { recursive: true, force: true });
 }

@@ -14,7 +14,7 @@ const MAX_LINES = 5000; // lines kept and drawn while following
 const MAX_EARLIER_LINES = 20000; // lines "load earlier" may add above
 const READ_CHUNK = 256 * 1024; // bytes per process.read
 const RENDER_MS = 100; // minimum time between two renders
-const WINDOW = 256 * 1024; // credit per process channel: bytes queued ahead of a keystroke echo
+const WINDOW = 128 * 1024; // credit per process channel: bytes queued ahead of a keystroke echo
 
 /** LogView shows process `proc` (a Process) in `pane`. */
 export class LogView {
