@@ -436,4 +436,33 @@ func TestNoLeaksAfter500Terminals(t *testing.T) {
 		t.Fatalf("fds: got %d after %d terminals, want <= %d", got, n, fds)
 	}
 	settleGoroutines(t, goroutines)
+	if kids := children(t); len(kids) > 0 {
+		t.Fatalf("child processes left: %v", kids)
+	}
+}
+
+// children lists this process's children (zombies included).
+func children(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == self {
+			out = append(out, s[:i+1])
+		}
+	}
+	return out
 }
