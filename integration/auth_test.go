@@ -127,3 +127,22 @@ func TestHealthCommand(t *testing.T) {
 		t.Fatal("muxd health succeeded against nothing")
 	}
 }
+
+func TestInsecureNoAuthBehindProxyChecksOrigin(t *testing.T) {
+	d := startDaemon(t, nil, "--insecure-no-auth", "--allowed-origins", "https://browser.example")
+	ctx := ctxT(t, 10*time.Second)
+	base := strings.Replace(d.URL, "http", "ws", 1) + "/ws/terminal?id=p1"
+	ws, _, err := websocket.Dial(ctx, base, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://browser.example"}}})
+	if err != nil {
+		t.Fatalf("allowed origin refused: %v", err)
+	}
+	waitReady(t, ctx, ws)
+	_ = ws.Close(websocket.StatusNormalClosure, "")
+	_, resp, err := websocket.Dial(ctx, base, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("foreign origin: %v %v, want 403", err, resp)
+	}
+	if !strings.Contains(d.Logs(), "insecure-no-auth") {
+		t.Error("no warning logged for --insecure-no-auth")
+	}
+}
