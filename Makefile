@@ -26,7 +26,7 @@ run: build
 test: build
 	$(GO) vet ./...
 	$(GOTEST) -timeout 20m ./...
-	node --test --test-concurrency=1 web/test/ integration/js/
+	node --experimental-websocket --test --test-concurrency=1 web/test/ integration/js/
 
 # test-long runs the soak-size loops (thousands of commands, 100 MB+ streams).
 test-long: build
