@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +14,16 @@ import (
 // window and never reads the socket again. It returns the daemon's RSS
 // growth (KiB) after settle.
 func stallFlood(t testing.TB, d *daemon, settle time.Duration) (idleKB, grownKB int64) {
+	idleKB, grownKB, r := stallFloodKeep(t, d, settle)
+	_ = r.ws.CloseNow() // Best effort.
+	return idleKB, grownKB
+}
+
+// stallFloodKeep is stallFlood that leaves the stalled socket open.
+func stallFloodKeep(t testing.TB, d *daemon, settle time.Duration) (idleKB, grownKB int64, r *rawConn) {
 	ctx := ctxT(t, 2*time.Minute)
 	idleKB = rssKB(d.Pid())
-	r := rawDial(t, ctx, d)
+	r = rawDial(t, ctx, d)
 	_, _, _ = r.read(t, ctx) // HELLO
 	r.call(t, ctx, 1, "process.start", map[string]any{"id": "flood", "command": "head -c 1G /dev/zero", "outputLimit": 8 << 20})
 	r.send(t, ctx, 0x01, 1, map[string]any{"kind": "process", "window": 1<<31 - 1, "params": map[string]any{"id": "flood"}})
@@ -26,8 +34,7 @@ func stallFlood(t testing.TB, d *daemon, settle time.Duration) (idleKB, grownKB 
 		peak = max(peak, rssKB(d.Pid()))
 		time.Sleep(100 * time.Millisecond) // sampling interval, not synchronization
 	}
-	_ = r.ws.CloseNow() // Best effort.
-	return idleKB, peak - idleKB
+	return idleKB, peak - idleKB, r
 }
 
 func TestClientThatNeverReadsDoesNotGrowTheDaemonOrStallOthers(t *testing.T) {
@@ -46,7 +53,8 @@ func TestClientThatNeverReadsDoesNotGrowTheDaemonOrStallOthers(t *testing.T) {
 		}
 		errs <- nil
 	}()
-	idle, grown := stallFlood(t, d, 4*time.Second)
+	idle, grown, stalled := stallFloodKeep(t, d, 4*time.Second)
+	defer func() { _ = stalled.ws.CloseNow() }()
 	if err := recvOrTimeout(t, errs, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +64,27 @@ func TestClientThatNeverReadsDoesNotGrowTheDaemonOrStallOthers(t *testing.T) {
 	}
 	if _, err := other.ServerInfo(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if !longRun() {
+		return
+	}
+	// The daemon drops a peer that reads nothing (no pongs, no progress)
+	// within 30 s or so, and frees it.
+	const gone = `msg="connection closed" remote=`
+	dropped := func() bool {
+		for _, line := range strings.Split(d.Logs(), "\n") {
+			if strings.Contains(line, gone) && strings.Contains(line, "client=raw-test") {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for !dropped() && time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond) // polling the log: no other event to wait on
+	}
+	if !dropped() {
+		t.Fatalf("the stalled client was not disconnected within 45 s:\n%s", d.Logs())
 	}
 }
 
