@@ -380,7 +380,7 @@ func TestChildrenGetDefaultSignalDispositions(t *testing.T) {
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	env, _ := Env(os.Environ(), map[string]*string{"PROC_TEST_HELPER": ptr("ignored-signals"), "SELF": &self})
-	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", `trap '' INT QUIT HUP; exec "$SELF"`}, Env: env, Stdout: w})
+	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", `trap '' INT QUIT HUP RTMIN RTMIN+1 RTMAX; exec "$SELF"`}, Env: env, Stdout: w})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,6 +58,7 @@ func resetIgnoredSignals() {
 			ignored = append(ignored, s)
 		}
 	}
+	resetIgnoredRealtime()
 	if len(ignored) == 0 {
 		return
 	}
@@ -66,4 +68,31 @@ func resetIgnoredSignals() {
 		for range sink { // Dropped, as the ignored disposition would.
 		}
 	}()
+}
+
+// sigaction is the kernel's struct for rt_sigaction (amd64 layout; the handler
+// comes first on every architecture, and all zeros is SIG_DFL).
+type sigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+const sigIGN = 1 // SIG_IGN
+
+// resetIgnoredRealtime sets ignored real-time signals back to the default.
+// os/signal cannot take them (Go reserves 32 and 33 for its runtime and
+// libc), yet a parent may leave them ignored (GNU make does), and the
+// ignored disposition would reach every child. muxd never receives them.
+func resetIgnoredRealtime() {
+	for sig := 32; sig <= 64; sig++ {
+		var old sigaction
+		_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0)
+		if e != 0 || old.handler != sigIGN {
+			continue
+		}
+		dfl := sigaction{}
+		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0) // Best effort.
+	}
 }
