@@ -53,6 +53,8 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 		{"env and cwd", "", []string{"exec", "--env", "A=1", "--cwd", "/tmp", "--", "echo $A $(pwd)"}, "1 /tmp\n", "", 0, ""},
 		{"signal", "", []string{"exec", "--", "kill -9 $$"}, "", "", 137, ""},
 		{"timeout", "", []string{"exec", "--timeout", "300ms", "--", "sleep 5"}, "", "", 124, ""},
+		{"session created on first use", "", []string{"exec", "--session", "cli", "--", "cd /tmp && export B=2"}, "", "", 0, ""},
+		{"session keeps cwd and exports", "", []string{"exec", "--session", "cli", "--", "echo $B $(pwd)"}, "2 /tmp\n", "", 0, ""},
 		{"no command", "", []string{"exec"}, "", "", 2, "no command"},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
 )
 
 const execUsage = `Usage: muxd exec [flags] -- COMMAND [ARGS...]
@@ -39,7 +40,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var o clientOpts
 	fs := flag.NewFlagSet("muxd exec", flag.ContinueOnError)
 	addClientFlags(fs, &o)
-	session := fs.String("session", "", "run in this session's shell (its cwd, exports and functions persist)")
+	session := fs.String("session", "", "run in this session's shell, created on first use (its cwd, exports and functions persist)")
 	cwd := fs.String("cwd", "", "working `dir`")
 	timeout := fs.Duration("timeout", 0, "kill the command after this `duration` (0 = none)")
 	withStdin := fs.Bool("stdin", false, "send this command's stdin to the command (read to EOF first)")
@@ -77,6 +78,14 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Ctrl-C cancels the request, which kills the command.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *session != "" {
+		// A named session is created on first use, as a shell would be.
+		_, err := c.CreateSession(ctx, client.SessionOptions{ID: *session})
+		if err != nil && !client.IsCode(err, mux.CodeAlreadyExists) {
+			fmt.Fprintf(stderr, "muxd exec: session %q: %v\n", *session, err)
+			return 1
+		}
+	}
 	streamed := false
 	opts.OnOutput = func(stream string, data []byte) {
 		streamed = true
