@@ -437,7 +437,14 @@ func (s *session) info() SessionInfo {
 		default:
 		}
 	}
-	return SessionInfo{ID: s.id, Cwd: s.cwd, Alive: alive, Busy: s.busy,
+	cwd := s.cwd
+	if alive && s.child != nil {
+		// The shell's current directory, as `cd` left it.
+		if d, err := os.Readlink("/proc/" + strconv.Itoa(s.child.Pid) + "/cwd"); err == nil {
+			cwd = d
+		}
+	}
+	return SessionInfo{ID: s.id, Cwd: cwd, Alive: alive, Busy: s.busy,
 		CreatedAt: s.createdAt, DeadReason: s.deadReason}
 }
 

@@ -317,3 +317,17 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestSessionListShowsCurrentCwd(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{})
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "cd " + dir}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range e.ListSessions() {
+		if s.ID == sid && s.Cwd != dir {
+			t.Fatalf("session.list cwd = %q, want %q after cd", s.Cwd, dir)
+		}
+	}
+}
