@@ -36,7 +36,7 @@ func newBackend(s *Server) (*backend, error) {
 		MaxTerminals: s.cfg.MaxTerminals,
 		DefaultShell: s.cfg.Shell,
 		Logger:       s.log,
-		OnCreate:     func(i pty.Info) { b.notify.send("terminal.created", i) },
+		OnCreate:     func(i pty.Info) { b.notify.send("terminal.created", terminalToWire(i)) },
 		OnExit: func(i pty.Info) {
 			b.notify.send("terminal.exited", map[string]any{"id": i.ID, "exitCode": i.ExitCode, "signal": nullIfEmpty(i.Signal)})
 		},

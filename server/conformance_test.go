@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"regexp"
 	"sort"
 	"strings"
@@ -311,4 +313,233 @@ func TestServerInfoConforms(t *testing.T) {
 	}
 	_, err := call(t, conn, "rpc.cancel", obj{"id": 12345})
 	wantErr(t, "rpc.cancel of nothing pending", err, mux.CodeNotFound)
+}
+
+// chEvent is one thing read from a channel: DATA, a CTRL op, or the end
+// (io.EOF or the close error).
+type chEvent struct {
+	data []byte
+	ctrl obj
+	err  error
+}
+
+// events reads ch in the background, in order, until EOF or an error.
+func events(ch *mux.Channel) <-chan chEvent {
+	out := make(chan chEvent, 1024)
+	go func() {
+		defer close(out)
+		buf := make([]byte, 64<<10)
+		for range 100000 {
+			n, ctrl, err := ch.ReadFrame(buf)
+			switch {
+			case err != nil:
+				out <- chEvent{err: err}
+				return
+			case ctrl != nil:
+				var m obj
+				_ = json.Unmarshal(ctrl, &m)
+				out <- chEvent{ctrl: m}
+			default:
+				out <- chEvent{data: append([]byte(nil), buf[:n]...)}
+			}
+		}
+	}()
+	return out
+}
+
+// untilCtrl collects DATA until a CTRL op named op arrives (returned with
+// the data before it), failing after d or at the end of the channel.
+func untilCtrl(t *testing.T, evs <-chan chEvent, op string, d time.Duration) (obj, []byte) {
+	t.Helper()
+	var data []byte
+	deadline := time.After(d)
+	for {
+		select {
+		case ev, ok := <-evs:
+			switch {
+			case !ok || ev.err != nil:
+				t.Fatalf("channel ended (%v) before CTRL %s; data %q", ev.err, op, data)
+			case ev.ctrl != nil && ev.ctrl["op"] == op:
+				return ev.ctrl, data
+			case ev.ctrl != nil:
+				t.Logf("CTRL %v", ev.ctrl)
+			default:
+				data = append(data, ev.data...)
+			}
+		case <-deadline:
+			t.Fatalf("no CTRL %s within %v; data %q", op, d, data)
+		}
+	}
+}
+
+// wantEOF fails unless the next event is the end of the channel by EOF.
+func wantEOF(t *testing.T, evs <-chan chEvent) {
+	t.Helper()
+	select {
+	case ev := <-evs:
+		if ev.err != io.EOF {
+			t.Fatalf("after exit: got %+v, want EOF", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no EOF within 5s")
+	}
+}
+
+// terminalKeys are Terminal's fields.
+const terminalKeys = "id,instance,title,pid,cols,rows,attachments,exited,exitCode,signal,end"
+
+func TestTerminalRPCConforms(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	tests := []struct {
+		name       string
+		params     obj
+		cols, rows float64
+	}{
+		{"defaults 80x24", obj{"shell": "bash"}, 80, 24},
+		{"smallest", obj{"shell": "bash", "cols": 1, "rows": 1}, 1, 1},
+		{"largest", obj{"shell": "bash", "cols": 1000, "rows": 1000}, 1000, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			term := mustCall(t, conn, "terminal.create", tt.params)
+			wantKeys(t, "Terminal", term, terminalKeys)
+			if term["cols"] != tt.cols || term["rows"] != tt.rows || term["exited"] != false ||
+				term["exitCode"] != nil || term["signal"] != nil || term["instance"] == "" || term["title"] == "" {
+				t.Fatalf("Terminal: got %v", term)
+			}
+			mustCall(t, conn, "terminal.destroy", obj{"id": term["id"]})
+		})
+	}
+
+	term := mustCall(t, conn, "terminal.create", obj{"id": "t1", "shell": "bash", "title": "mine"})
+	upd := mustCall(t, conn, "terminal.update", obj{"id": "t1", "cols": 100})
+	if upd["cols"] != 100.0 || upd["rows"] != 24.0 || upd["title"] != "mine" || upd["instance"] != term["instance"] {
+		t.Fatalf("terminal.update cols: got %v", upd)
+	}
+	upd = mustCall(t, conn, "terminal.update", obj{"id": "t1", "title": "renamed", "rows": 50})
+	if upd["cols"] != 100.0 || upd["rows"] != 50.0 || upd["title"] != "renamed" {
+		t.Fatalf("terminal.update title/rows: got %v", upd)
+	}
+	for _, bad := range []obj{{"id": "t1", "cols": 1001}, {"id": "t1", "rows": -1}} {
+		_, err := call(t, conn, "terminal.update", bad)
+		wantErr(t, "terminal.update out of range", err, mux.CodeInvalidParams)
+	}
+	_, err := call(t, conn, "terminal.create", obj{"id": "t1"})
+	wantErr(t, "terminal.create existing id", err, mux.CodeAlreadyExists)
+	list := mustCall(t, conn, "terminal.list", nil)
+	ts, _ := list["terminals"].([]any)
+	if len(ts) != 1 {
+		t.Fatalf("terminal.list: got %v", list)
+	}
+	wantKeys(t, "listed Terminal", ts[0].(obj), terminalKeys)
+}
+
+func TestTerminalChannelConforms(t *testing.T) {
+	_, url := testServer(t, nil)
+	notes := make(chan [2]any, 64)
+	conn := rawConn(t, url, client.Options{NoReconnect: true, OnNotify: func(m string, p json.RawMessage) {
+		var o obj
+		_ = json.Unmarshal(p, &o)
+		select {
+		case notes <- [2]any{m, o}:
+		default:
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	term := mustCall(t, conn, "terminal.create", obj{"id": "t1", "shell": "bash"})
+	created := waitNote(t, notes, "terminal.created")
+	wantKeys(t, "terminal.created", created, terminalKeys)
+
+	// Wrong instance and unknown ids fail to open.
+	for _, tt := range []struct {
+		params obj
+		code   mux.Code
+	}{
+		{obj{"id": "t1", "instance": "other"}, mux.CodeGone},
+		{obj{"id": "nope"}, mux.CodeNotFound},
+		{obj{}, mux.CodeInvalidParams},
+	} {
+		_, _, err := conn.Open(ctx, "terminal", 64<<10, tt.params)
+		wantErr(t, "OPEN terminal", err, tt.code)
+	}
+	_, _, err := conn.Open(ctx, "nosuchkind", 64<<10, obj{})
+	wantErr(t, "OPEN unknown kind", err, mux.CodeProtocol)
+
+	ch, meta, err := conn.Open(ctx, "terminal", 64<<10, obj{"id": "t1", "instance": term["instance"]})
+	if err != nil {
+		t.Fatalf("OPEN: %v", err)
+	}
+	var m obj
+	_ = json.Unmarshal(meta, &m)
+	wantKeys(t, "terminal OPEN_OK meta", m, "cols,rows,first,end,instance")
+	if m["cols"] != 80.0 || m["rows"] != 24.0 || m["instance"] != term["instance"] {
+		t.Fatalf("meta: got %v", m)
+	}
+	evs := events(ch)
+	sync, _ := untilCtrl(t, evs, "sync", 5*time.Second)
+	wantKeys(t, "sync", sync, "op,offset")
+	ro, _, err := conn.Open(ctx, "terminal", 64<<10, obj{"id": "t1", "readOnly": true})
+	if err != nil {
+		t.Fatalf("OPEN readOnly: %v", err)
+	}
+	roEvs := events(ro)
+	// A read-only channel's keys, resize and signal are dropped.
+	if _, err := ro.Write([]byte("echo READONLY-$((1+1))\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ro.SendCtrl(obj{"op": "resize", "cols": 33, "rows": 11})
+	if _, err := ch.Write([]byte("stty size; exit 5\n")); err != nil {
+		t.Fatal(err)
+	}
+	exit, data := untilCtrl(t, evs, "exit", 10*time.Second)
+	if strings.Contains(string(data), "READONLY-2") || strings.Contains(string(data), "11 33") {
+		t.Fatalf("read-only input reached the terminal: %q", data)
+	}
+	wantKeys(t, "exit CTRL", exit, "op,code,signal")
+	if exit["code"] != 5.0 || exit["signal"] != nil {
+		t.Fatalf("exit CTRL: got %v", exit)
+	}
+	wantEOF(t, evs)
+	untilCtrl(t, roEvs, "exit", 5*time.Second)
+	wantEOF(t, roEvs)
+	exited := waitNote(t, notes, "terminal.exited")
+	wantKeys(t, "terminal.exited", exited, "id,exitCode,signal")
+	if exited["id"] != "t1" || exited["exitCode"] != 5.0 || exited["signal"] != nil {
+		t.Fatalf("terminal.exited: got %v", exited)
+	}
+
+	// An exited terminal: listed as exited; opening it replays, then
+	// exit, then EOF.
+	got := mustCall(t, conn, "terminal.list", nil)["terminals"].([]any)[0].(obj)
+	if got["exited"] != true || got["exitCode"] != 5.0 || got["signal"] != nil {
+		t.Fatalf("exited Terminal: got %v", got)
+	}
+	again, _, err := conn.Open(ctx, "terminal", 64<<10, obj{"id": "t1"})
+	if err != nil {
+		t.Fatalf("OPEN exited: %v", err)
+	}
+	againEvs := events(again)
+	exit, data = untilCtrl(t, againEvs, "exit", 5*time.Second)
+	if !strings.Contains(string(data), "24 80") || exit["code"] != 5.0 {
+		t.Fatalf("replay of an exited terminal: exit %v, data %q", exit, data)
+	}
+	wantEOF(t, againEvs)
+}
+
+// waitNote returns the params of the next notification named method.
+func waitNote(t *testing.T, notes <-chan [2]any, method string) obj {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case n := <-notes:
+			if n[0] == method {
+				return n[1].(obj)
+			}
+		case <-deadline:
+			t.Fatalf("no %s notification within 5s", method)
+		}
+	}
 }

@@ -45,15 +45,11 @@ func (b *backend) terminalCreate(ctx context.Context, c *mux.Conn, params json.R
 	if err != nil {
 		return nil, ptyError(err)
 	}
-	return t.Info(), nil
+	return terminalToWire(t.Info()), nil
 }
 
 func (b *backend) terminalList(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
-	list := b.terms.List()
-	if list == nil {
-		list = []pty.Info{}
-	}
-	return map[string]any{"terminals": list}, nil
+	return map[string]any{"terminals": terminalsToWire(b.terms.List())}, nil
 }
 
 type terminalUpdateParams struct {
@@ -91,7 +87,7 @@ func (b *backend) terminalUpdate(ctx context.Context, c *mux.Conn, params json.R
 	if p.Title != nil {
 		t.SetTitle(*p.Title)
 	}
-	return t.Info(), nil
+	return terminalToWire(t.Info()), nil
 }
 
 type idParams struct {
