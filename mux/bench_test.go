@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 // "terminal" (echo).
 func benchRouter() *Router {
 	rt := echoRouter()
+	rt.Handle("noop", func(context.Context, *Conn, json.RawMessage) (any, error) { return nil, nil })
 	rt.HandleOpen("bulk", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
 		ch.SetInputEnabled(false)
 		go func() {
@@ -390,4 +391,42 @@ func benchWindow(def int) int {
 		return k << 10
 	}
 	return def
+}
+
+func callRTTs(b *testing.B, c *Conn, n int) []time.Duration {
+	out := make([]time.Duration, 0, n)
+	var res struct{}
+	for range n {
+		start := time.Now()
+		if err := c.Call(context.Background(), "noop", nil, &res); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// BenchmarkRPCRoundTrip: a no-op RPC (Call → server reader → handler →
+// response → client) vs a raw WebSocket echo of a message of the same
+// size, measured alternately in the same run (target: tens of µs over raw).
+func BenchmarkRPCRoundTrip(b *testing.B) {
+	addr := startBenchServer(b)
+	n := max(b.N, 5000)
+	c := benchDial(b, addr)
+	callRTTs(b, c, 500) // warm up
+	var raw, m []time.Duration
+	b.ResetTimer()
+	for range benchRounds {
+		raw = append(raw, rawRTTs(b, addr, n/benchRounds)...)
+		m = append(m, callRTTs(b, c, n/benchRounds)...)
+	}
+	b.StopTimer()
+	slices.Sort(raw)
+	slices.Sort(m)
+	rp50, mp50 := percentile(raw, .5), percentile(m, .5)
+	b.ReportMetric(float64(rp50.Nanoseconds())/1e3, "raw_p50_µs")
+	b.ReportMetric(float64(mp50.Nanoseconds())/1e3, "rpc_p50_µs")
+	b.ReportMetric(float64(percentile(m, .99).Nanoseconds())/1e3, "rpc_p99_µs")
+	b.ReportMetric(float64(mp50)/float64(rp50), "rpc/raw")
 }

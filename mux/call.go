@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strconv"
 )
 
@@ -24,12 +25,11 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	c.calls[id] = resp
 	c.mu.Unlock()
 
-	b, err := json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      int64  `json:"id"`
-		Method  string `json:"method"`
-		Params  any    `json:"params,omitempty"`
-	}{"2.0", id, method, params})
+	var b []byte
+	pb, err := marshalValue(params)
+	if err == nil {
+		b = appendRequest(make([]byte, 0, len(pb)+len(method)+48), id, method, pb)
+	}
 	if err == nil && c.peer.Limits.MaxRPCRequest > 0 && len(b) > c.peer.Limits.MaxRPCRequest {
 		err = fmt.Errorf("%w: request of %d bytes, server takes %d", ErrTooLarge, len(b), c.peer.Limits.MaxRPCRequest)
 	}
@@ -92,6 +92,9 @@ func (c *Conn) deliverResponse(m rpcMsg) {
 	c.mu.Unlock()
 	if resp != nil {
 		resp <- m // buffered 1, one response per id
+		// The caller runs at once on this thread, as for a keystroke
+		// (see readData), instead of waiting for another thread to wake.
+		runtime.Gosched()
 	}
 }
 

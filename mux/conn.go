@@ -62,11 +62,13 @@ type Conn struct {
 	done   chan struct{}
 	wg     sync.WaitGroup // reader, writer, liveness, notify goroutines
 
-	writeStart atomic.Int64 // unix nanos at which the current socket write began; 0 when idle
-	closing    atomic.Bool  // a close handshake was started
-	onNotify   atomic.Pointer[NotifyHandler]
-	notifyQ    chan rpcMsg // client: notifications for the OnNotify goroutine
-	scratch    [512]byte   // the read loop's discard buffer
+	writeStart  atomic.Int64 // unix nanos at which the current socket write began; 0 when idle
+	closing     atomic.Bool  // a close handshake was started
+	onNotify    atomic.Pointer[NotifyHandler]
+	notifyQ     chan rpcMsg  // client: notifications for the OnNotify goroutine
+	jobs        chan rpcJob  // server: requests for parked workers (unbuffered)
+	idleWorkers atomic.Int32 // server: workers parked on jobs
+	scratch     [512]byte    // the read loop's discard buffer
 
 	// mu guards the fields below and the mutable state of every Channel.
 	// It is never held across a socket write or a user callback.
@@ -119,6 +121,7 @@ func newConn(ws *websocket.Conn, cfg Config, server bool, rt *Router) *Conn {
 		channels: map[uint32]*Channel{},
 		pending:  map[string]*pendingReq{},
 		calls:    map[int64]chan rpcMsg{},
+		jobs:     make(chan rpcJob),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.writerCond.L = &c.mu

@@ -150,10 +150,19 @@ const (
 // object returns CodeInvalidRequest, with the id when one could be read.
 func parseRPC(p []byte) (rpcMsg, rpcKind, *Error) {
 	var m rpcMsg
-	if !json.Valid(p) {
-		return m, 0, NewError(CodeParseError, "invalid JSON")
+	// One pass: Unmarshal reports a syntax error itself (a separate
+	// json.Valid would scan every message twice).
+	if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
+		if !json.Valid(p) {
+			return m, 0, NewError(CodeParseError, "invalid JSON")
+		}
+		return m, 0, NewError(CodeInvalidRequest, "not a JSON-RPC object")
 	}
-	if err := strictObject(p, &m); err != nil {
+	if err := json.Unmarshal(p, &m); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) || !json.Valid(p) {
+			return rpcMsg{}, 0, NewError(CodeParseError, "invalid JSON")
+		}
 		return rpcMsg{}, 0, NewError(CodeInvalidRequest, "not a JSON-RPC object")
 	}
 	if !validID(m.ID) {

@@ -83,7 +83,7 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 		c.shortInflight++
 	}
 	c.mu.Unlock()
-	go c.runRequest(ctx, rt.fn, m, pr)
+	c.dispatch(rpcJob{ctx: ctx, fn: rt.fn, m: m, pr: pr})
 }
 
 func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pendingReq) {
@@ -152,10 +152,11 @@ type rpcResponseOut struct {
 
 // respondResult answers a request from a handler goroutine.
 func (c *Conn) respondResult(id json.RawMessage, res any) {
-	if res == nil {
-		res = struct{}{}
+	body, err := marshalValue(res)
+	if body == nil && err == nil {
+		body = []byte("{}")
 	}
-	b, err := json.Marshal(rpcResponseOut{JSONRPC: "2.0", ID: id, Result: res})
+	b := appendResult(make([]byte, 0, len(id)+len(body)+32), id, body)
 	if err != nil {
 		c.respondError(id, NewError(CodeInternal, "marshal result: %v", err))
 		return
