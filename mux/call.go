@@ -100,7 +100,10 @@ func (c *Conn) deliverResponse(m rpcMsg) {
 
 // OnNotify sets the function that receives notifications. It runs on a
 // goroutine of its own, in order; notifications that arrive while it is
-// behind by notifyQueueLength are dropped (they are best effort).
+// behind by notifyQueueLength are dropped (they are best effort). fn may
+// call any Conn method, Call and Close included (a Call from fn waits
+// for its response, during which later notifications queue or drop);
+// none is delivered once the connection has ended.
 func (c *Conn) OnNotify(fn func(method string, params json.RawMessage)) {
 	h := NotifyHandler(func(_ *Conn, method string, params json.RawMessage) { fn(method, params) })
 	c.onNotify.Store(&h)
@@ -117,15 +120,23 @@ func (c *Conn) deliverNotification(m rpcMsg) {
 }
 
 func (c *Conn) notifyLoop() {
-	defer c.wg.Done()
+	defer c.notifyWG.Done()
 	for {
 		select {
 		case <-c.done:
 			return
 		case m := <-c.notifyQ:
-			if fn := c.onNotify.Load(); fn != nil {
+			fn := c.onNotify.Load()
+			if fn == nil {
+				continue
+			}
+			// Set before checking done, so a Close that finds no
+			// callback running can wait for this goroutine.
+			c.inNotify.Store(true)
+			if c.ctx.Err() == nil {
 				(*fn)(c, m.Method, m.Params)
 			}
+			c.inNotify.Store(false)
 		}
 	}
 }

@@ -47,6 +47,7 @@ type Channel struct {
 	directN     int    // bytes delivered into the claimed buffer
 	in          inbuf
 	peerEOF     bool
+	earlyData   bool // server: DATA came before OPEN_OK (see runOpen)
 	onCtrl      func(op json.RawMessage)
 	ctrlBacklog []json.RawMessage // server: CTRL that came before OnCtrl
 	wctx        context.Context   // the ctx whose end wakes writers (see watchLocked)

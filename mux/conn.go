@@ -60,7 +60,11 @@ type Conn struct {
 	ctx    context.Context // ends when the connection ends
 	cancel context.CancelFunc
 	done   chan struct{}
-	wg     sync.WaitGroup // reader, writer, liveness, notify goroutines
+	wg     sync.WaitGroup // reader, writer, liveness goroutines
+	// notifyWG is the client's OnNotify goroutine, waited for apart:
+	// Close called from a callback must not wait for itself.
+	notifyWG sync.WaitGroup
+	inNotify atomic.Bool // an OnNotify callback is running
 
 	writeStart  atomic.Int64 // unix nanos at which the current socket write began; 0 when idle
 	closing     atomic.Bool  // a close handshake was started
@@ -136,7 +140,7 @@ func (c *Conn) start() {
 	if !c.server {
 		// Before the reader starts: it hands notifications to notifyQ.
 		c.notifyQ = make(chan rpcMsg, notifyQueueLength)
-		c.wg.Add(1)
+		c.notifyWG.Add(1)
 		go c.notifyLoop()
 	}
 	c.wg.Add(3)
@@ -163,9 +167,9 @@ func (c *Conn) Err() error {
 
 // Close ends the connection with a normal close handshake bounded by
 // Config.CloseTimeout, drops every channel and pending request, and
-// waits (as long again) for the connection's goroutines to return. Do
-// not call it from an OnNotify callback: it would wait for itself until
-// that bound.
+// waits (as long again) for the connection's goroutines to return. It
+// may be called from an OnNotify callback; while a callback runs, Close
+// does not wait for it to return (no callback starts after Close).
 func (c *Conn) Close() error {
 	c.closeWS(StatusNormal, "")
 	c.shutdown(ErrConnClosed)
@@ -199,8 +203,15 @@ func (c *Conn) GoAway(code Code, msg string) {
 
 // wait waits, bounded, for the connection's goroutines.
 func (c *Conn) wait() error {
+	inNotify := c.inNotify.Load()
 	ch := make(chan struct{})
-	go func() { c.wg.Wait(); close(ch) }()
+	go func() {
+		c.wg.Wait()
+		if !inNotify {
+			c.notifyWG.Wait()
+		}
+		close(ch)
+	}()
 	t := time.NewTimer(2*c.cfg.CloseTimeout + time.Second)
 	defer t.Stop()
 	select {

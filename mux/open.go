@@ -62,6 +62,18 @@ func (c *Conn) runOpen(fn OpenHandler, ch *Channel, params json.RawMessage) {
 		c.queueOpenFailLocked(ch.id, e)
 		return
 	}
+	if ch.earlyData {
+		// The client wrote before it had credit: on a channel that takes
+		// no input that is not_writable (PROTOCOL), else flow_control.
+		e := NewError(CodeFlowControl, "DATA before OPEN_OK, without credit")
+		if !ch.inputEnabled {
+			e = NewError(CodeNotWritable, "this channel takes no input")
+		}
+		ch.queueCloseLocked(e)
+		ch.dropLocked(e, true)
+		c.flushLocked()
+		return
+	}
 	if ch.inputEnabled {
 		ch.granted = c.inputGrantLocked()
 		c.inputGranted += ch.granted

@@ -264,6 +264,11 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	var e *Error
 	switch {
 	case err != nil || total == 0 || ch.closed:
+	case c.server && !ch.opened:
+		// Sent before OPEN_OK, so without credit; whether the channel
+		// takes input at all is known once the open handler returns
+		// (runOpen answers not_writable or flow_control then).
+		ch.earlyData = true
 	case !ch.inputEnabled:
 		e = NewError(CodeNotWritable, "this channel takes no input")
 	case total > c.recvMaxFrame:

@@ -1,0 +1,85 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// Close from inside an OnNotify callback returns well before the close
+// timeout and ends the connection (it used to wait for itself).
+func TestCloseFromNotifyCallback(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(string(tr), func(t *testing.T) {
+			ts := newTestServer(t, tr, Config{}, echoRouter())
+			cfg := Config{CloseTimeout: 10 * time.Second}
+			c, s := ts.dial(t, cfg)
+			closed := make(chan error, 1)
+			c.OnNotify(func(method string, params json.RawMessage) {
+				start := time.Now()
+				err := c.Close()
+				if d := time.Since(start); d > 5*time.Second {
+					t.Errorf("Close from the callback took %v", d)
+				}
+				closed <- err
+			})
+			if err := s.Notify("process.exited", map[string]any{"id": "p1"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := recvOrTimeout(t, closed, 8*time.Second, "Close in callback"); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			recvOrTimeout(t, c.Done(), 5*time.Second, "client done")
+			recvOrTimeout(t, s.Done(), 5*time.Second, "server done")
+			// A second Close, from outside, waits for the callback's end.
+			if err := c.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+		})
+	}
+}
+
+// DATA sent right after OPEN, before the open handler has decided
+// whether the channel takes input, gets CLOSE not_writable on a channel
+// without input (flow_control on one with input: it had no credit yet).
+func TestDataBeforeOpenOK(t *testing.T) {
+	cases := []struct {
+		name   string
+		input  bool
+		reason string
+	}{
+		{"no input", false, "not_writable"},
+		{"input", true, "flow_control"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			rt := echoRouter()
+			rt.HandleOpen("gated", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
+				close(entered)
+				<-release // the DATA arrives while the handler runs
+				ch.SetInputEnabled(tc.input)
+				return nil, nil
+			})
+			ts := newTestServer(t, tcpTransport, Config{}, rt)
+			rc := rawDial(t, ts, true)
+			rc.send(typeOpen, 1, []byte(`{"kind":"gated","window":4096}`))
+			recvOrTimeout(t, entered, 5*time.Second, "open handler")
+			rc.send(typeData, 1, []byte("x"))
+			// The read loop handles frames in order: once the echo
+			// answer is back, the DATA has been seen.
+			rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{}}`))
+			rc.recvType(typeRPC)
+			close(release)
+			h, p := rc.recv()
+			if h.Type() != typeClose || h.Channel() != 1 {
+				t.Fatalf("got %v %s, want CLOSE on 1", h, p)
+			}
+			e, err := parseErrorPayload(p)
+			if err != nil || e == nil || e.Reason != tc.reason {
+				t.Fatalf("CLOSE %s, want %s", p, tc.reason)
+			}
+		})
+	}
+}
