@@ -25,12 +25,11 @@ const (
 	numClasses
 )
 
-// WebSocket close statuses of PROTOCOL.md. (4002, for a peer that stopped
-// reading, is never sent: its socket is dropped, a close frame could not
-// get through.)
+// WebSocket close statuses of PROTOCOL.md.
 const (
 	StatusProtocol  = 4000 // malformed frame, bad id, first frame not HELLO
 	StatusVersion   = 4001 // unsupported HELLO version
+	StatusStalled   = 4002 // server: the peer stopped reading (see watchdog)
 	StatusTooBig    = 1009 // message over the read limit
 	StatusGoingAway = 1001 // shutdown, after GOAWAY
 	StatusNormal    = 1000
@@ -171,7 +170,7 @@ func (c *Conn) Err() error {
 // may be called from an OnNotify callback; while a callback runs, Close
 // does not wait for it to return (no callback starts after Close).
 func (c *Conn) Close() error {
-	c.closeWS(StatusNormal, "")
+	c.closeWS(StatusNormal, "", c.cfg.CloseTimeout)
 	c.shutdown(ErrConnClosed)
 	return c.wait()
 }
@@ -196,7 +195,7 @@ func (c *Conn) GoAway(code Code, msg string) {
 	case <-t.C:
 	}
 	t.Stop()
-	c.closeWS(StatusGoingAway, "going away")
+	c.closeWS(StatusGoingAway, "going away", c.cfg.CloseTimeout)
 	c.shutdown(ErrGoAway)
 	_ = c.wait() // Best effort: goroutines are bounded by the close timeout.
 }
@@ -222,9 +221,9 @@ func (c *Conn) wait() error {
 	}
 }
 
-// closeWS runs the WebSocket close handshake once, bounded by
-// CloseTimeout; past it the socket is dropped.
-func (c *Conn) closeWS(status int, reason string) {
+// closeWS runs the WebSocket close handshake once, bounded by d; past
+// it the caller drops the socket (shutdown).
+func (c *Conn) closeWS(status int, reason string, d time.Duration) {
 	if c.closing.Swap(true) {
 		return
 	}
@@ -233,7 +232,7 @@ func (c *Conn) closeWS(status int, reason string) {
 		_ = c.ws.Close(websocket.StatusCode(status), reason) // Best effort: the peer may be gone.
 		close(ch)
 	}()
-	t := time.NewTimer(c.cfg.CloseTimeout)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ch:
@@ -245,7 +244,7 @@ func (c *Conn) closeWS(status int, reason string) {
 
 // fail closes the connection for a protocol violation.
 func (c *Conn) fail(status int, reason string) {
-	c.closeWS(status, reason)
+	c.closeWS(status, reason, c.cfg.CloseTimeout)
 	c.shutdown(&ProtocolError{Status: status, Reason: reason})
 }
 

@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 )
@@ -82,4 +83,45 @@ func TestDataBeforeOpenOK(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A peer that stops reading is sent close 4002 (best effort, bounded)
+// before its socket is dropped: after missed pings the frame gets
+// through and the peer sees 4002; behind a stalled write it cannot, and
+// the write-stall bound ends the connection anyway.
+func TestStalledPeerGets4002(t *testing.T) {
+	t.Run("missed pings", func(t *testing.T) {
+		const every = 100 * time.Millisecond
+		ts := newTestServer(t, tcpTransport, Config{PingInterval: every}, echoRouter())
+		start := time.Now()
+		rc := rawDial(t, ts, true) // reads HELLO, then nothing: no pongs
+		s := recvOrTimeout(t, ts.conns, 5*time.Second, "server conn")
+		recvOrTimeout(t, s.Done(), 10*time.Second, "server to drop the peer")
+		if d := time.Since(start); d < 2*every {
+			t.Errorf("dropped after %v, before two ping intervals", d)
+		}
+		if err := s.Err(); !errors.Is(err, ErrPingTimeout) {
+			t.Fatalf("server conn error %v, want ErrPingTimeout", err)
+		}
+		if got := rc.closeStatus(); got != StatusStalled {
+			t.Fatalf("close status %d, want %d", got, StatusStalled)
+		}
+	})
+	t.Run("stalled write", func(t *testing.T) {
+		const stall = 300 * time.Millisecond
+		cfg := Config{WriteStallTimeout: stall, PingInterval: -1, CloseTimeout: 5 * time.Second}
+		ts := newTestServer(t, tcpTransport, cfg, benchRouter())
+		rc := rawDial(t, ts, true)
+		s := recvOrTimeout(t, ts.conns, 5*time.Second, "server conn")
+		rc.open(1, "bulk", maxWindow) // then never read: the server's writes stall
+		start := time.Now()
+		recvOrTimeout(t, s.Done(), 10*time.Second, "server to drop the peer")
+		if err := s.Err(); !errors.Is(err, ErrWriteStalled) {
+			t.Fatalf("server conn error %v, want ErrWriteStalled", err)
+		}
+		// The 4002 attempt is bounded by 1 s, not CloseTimeout.
+		if d := time.Since(start); d > stall+4*time.Second {
+			t.Errorf("dropped %v after the flood began", d)
+		}
+	})
 }

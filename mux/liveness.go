@@ -7,7 +7,8 @@ import (
 
 // watchdog ends the connection when a socket write stalls past
 // WriteStallTimeout (the peer stopped reading) and sends WebSocket pings
-// every PingInterval, dropping a peer that answers none within two.
+// every PingInterval, ending it when one gets no pong within two
+// intervals (see dropStalled).
 func (c *Conn) watchdog() {
 	defer c.wg.Done()
 	tick := min(c.cfg.WriteStallTimeout/8, time.Second)
@@ -27,9 +28,7 @@ func (c *Conn) watchdog() {
 			pinging = false
 		case now := <-t.C:
 			if s := c.writeStart.Load(); s != 0 && now.Sub(time.Unix(0, s)) > c.cfg.WriteStallTimeout {
-				// The close frame cannot get through a stalled socket:
-				// drop it; the peer sees the disconnect.
-				c.shutdown(ErrWriteStalled)
+				c.dropStalled(ErrWriteStalled)
 				return
 			}
 			if c.cfg.PingInterval > 0 && !pinging && now.Sub(lastPing) >= c.cfg.PingInterval {
@@ -48,7 +47,23 @@ func (c *Conn) ping(done chan<- struct{}) {
 	defer cancel()
 	err := c.ws.Ping(ctx)
 	if err != nil && c.ctx.Err() == nil {
-		c.shutdown(ErrPingTimeout) // drops the socket without a handshake
+		c.dropStalled(ErrPingTimeout)
 	}
 	done <- struct{}{}
+}
+
+// stalledCloseTimeout bounds the attempt to send 4002 to a peer that
+// stopped reading: the frame usually cannot get through (it waits behind
+// the stalled write), so the socket is dropped soon after.
+const stalledCloseTimeout = time.Second
+
+// dropStalled ends the connection of a peer that stopped reading or
+// answering: a server first attempts a close frame 4002, for at most
+// stalledCloseTimeout (or CloseTimeout if shorter); then the socket is
+// dropped, so the peer sees a disconnect.
+func (c *Conn) dropStalled(err error) {
+	if c.server {
+		c.closeWS(StatusStalled, "not reading", min(stalledCloseTimeout, c.cfg.CloseTimeout))
+	}
+	c.shutdown(err)
 }
