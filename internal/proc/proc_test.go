@@ -284,6 +284,17 @@ func TestKillTreeRefusesBadRoots(t *testing.T) {
 	}
 }
 
+// fdTargets lists what each open descriptor refers to, for failure messages.
+func fdTargets() []string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out = append(out, e.Name()+"->"+target)
+	}
+	return out
+}
+
 func openFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
@@ -347,8 +358,14 @@ func TestManyChildrenNoLeaks(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The background reaper opens /proc files for a moment after each
+	// SIGCHLD, so wait (bounded) for those to close before judging.
+	deadline = time.Now().Add(5 * time.Second)
+	for openFDs(t) > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if after := openFDs(t); after > before {
-		t.Fatalf("fds: %d before, %d after %d children", before, after, n)
+		t.Fatalf("fds: %d before, %d after %d children: %v", before, after, n, fdTargets())
 	}
 }
 
