@@ -94,24 +94,29 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 
+	// Every kill runs in parallel, and ctx bounds the wait for all of
+	// them: the kills go on in the background after ctx ends (SIGKILL
+	// follows the grace whatever happens), the wait does not.
 	var wg sync.WaitGroup
 	for _, s := range sessions {
 		wg.Go(func() { s.kill("engine closed") })
 	}
 	for _, p := range procs {
-		wg.Go(func() { _ = p.kill(killTERM, e.cfg.KillGrace, false) })
+		wg.Go(func() {
+			_ = p.kill(killTERM, e.cfg.KillGrace, false)
+			<-p.done
+		})
 	}
-	wg.Wait()
+	killed := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(killed)
+	}()
 	var err error
-	for _, p := range procs {
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		if err != nil {
-			break
-		}
+	select {
+	case <-killed:
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	for _, p := range procs {
 		p.removeFiles()

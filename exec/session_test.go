@@ -103,6 +103,9 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 		{"exit 7", "echo bye; exit 7", 7, "exit 7"},
 		{"set -e then false", "set -e; false", 1, "exit 1"},
 		{"exec true", "exec true", 0, "exit 0"},
+		{"exec bash", "exec bash", 0, "exit 0"},
+		{"exec sleep", "exec sleep 1", 0, "exit 0"},
+		{"exec bash running a command", "exec bash -c 'sleep 0.3; exit 4'", 4, "exit 4"},
 		{"unset parameter", "echo ${X:?must be set}", 127, "must be set"},
 	}
 	e := newTestEngine(t)
@@ -110,7 +113,11 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sid := newSession(t, e, SessionOptions{})
 			defer e.DeleteSession(sid)
-			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.cmd})
+			start := time.Now()
+			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.cmd, Timeout: 30 * time.Second})
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v, want the shell's end to complete the command before 5 s", d)
+			}
 			if tc.code != 127 && code(r) != tc.code {
 				t.Errorf("exit code = %d, want %d", code(r), tc.code)
 			}
