@@ -543,3 +543,206 @@ func waitNote(t *testing.T, notes <-chan [2]any, method string) obj {
 		}
 	}
 }
+
+// procOut splits process channel events by stream until exit or EOF.
+type procOut struct {
+	stdout, stderr []byte
+	ctrls          []obj
+	end            error
+}
+
+// drainProcess reads a process channel to its end (EOF or close).
+func drainProcess(t *testing.T, evs <-chan chEvent, d time.Duration) procOut {
+	t.Helper()
+	var out procOut
+	deadline := time.After(d)
+	for {
+		select {
+		case ev, ok := <-evs:
+			switch {
+			case !ok:
+				return out
+			case ev.err != nil:
+				out.end = ev.err
+				return out
+			case ev.ctrl != nil:
+				out.ctrls = append(out.ctrls, ev.ctrl)
+			case len(ev.data) == 0:
+				t.Fatal("empty DATA payload")
+			case ev.data[0] == 1:
+				out.stdout = append(out.stdout, ev.data[1:]...)
+			case ev.data[0] == 2:
+				out.stderr = append(out.stderr, ev.data[1:]...)
+			default:
+				t.Fatalf("DATA with stream byte %d", ev.data[0])
+			}
+		case <-deadline:
+			t.Fatalf("process channel did not end within %v: %+v", d, out)
+		}
+	}
+}
+
+func TestProcessChannelConforms(t *testing.T) {
+	_, url := testServer(t, nil)
+	notes := make(chan [2]any, 64)
+	conn := rawConn(t, url, client.Options{NoReconnect: true, OnNotify: func(m string, p json.RawMessage) {
+		var o obj
+		_ = json.Unmarshal(p, &o)
+		select {
+		case notes <- [2]any{m, o}:
+		default:
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p := mustCall(t, conn, "process.start", obj{"id": "done", "command": "printf 0123456789; printf EE >&2; exit 2"})
+	started := waitNote(t, notes, "process.started")
+	if started["id"] != "done" || started["instance"] != p["instance"] {
+		t.Fatalf("process.started: got %v", started)
+	}
+	exited := waitNote(t, notes, "process.exited")
+	wantKeys(t, "process.exited", exited, "id,status,exitCode,signal")
+	if exited["id"] != "done" || exited["status"] != "exited" || exited["exitCode"] != 2.0 || exited["signal"] != nil {
+		t.Fatalf("process.exited: got %v", exited)
+	}
+	mustCall(t, conn, "process.wait", obj{"id": "done"})
+
+	for _, tt := range []struct {
+		params obj
+		code   mux.Code
+	}{
+		{obj{"id": "done", "instance": "other"}, mux.CodeGone},
+		{obj{"id": "nope"}, mux.CodeNotFound},
+		{obj{"id": "done", "stdout": -1}, mux.CodeInvalidParams},
+	} {
+		_, _, err := conn.Open(ctx, "process", 64<<10, tt.params)
+		wantErr(t, "OPEN process", err, tt.code)
+	}
+
+	tests := []struct {
+		name           string
+		params         obj
+		stdout, stderr string
+		skip           string
+	}{
+		{"from 0", obj{"id": "done", "instance": p["instance"]}, "0123456789", "EE", ""},
+		{"resume at offsets", obj{"id": "done", "stdout": 4, "stderr": 1}, "456789", "E", ""},
+		{"offsets past the end", obj{"id": "done", "stdout": 10, "stderr": 2}, "", "", ""},
+		{"follow false on an ended process still exits", obj{"id": "done", "follow": false}, "0123456789", "EE",
+			"chan_process.go sends exit only with follow (owned by another engineer; see the audit report)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.skip != "" {
+				t.Skip(tt.skip)
+			}
+			ch, meta, err := conn.Open(ctx, "process", 64<<10, tt.params)
+			if err != nil {
+				t.Fatalf("OPEN: %v", err)
+			}
+			defer ch.Close()
+			var m obj
+			_ = json.Unmarshal(meta, &m)
+			wantKeys(t, "process OPEN_OK meta", m, "instance,stdout,stderr")
+			wantKeys(t, "meta.stdout", m["stdout"].(obj), "first,end")
+			if m["stdout"].(obj)["end"] != 10.0 || m["stderr"].(obj)["end"] != 2.0 || m["instance"] != p["instance"] {
+				t.Fatalf("meta: got %v", m)
+			}
+			out := drainProcess(t, events(ch), 5*time.Second)
+			if string(out.stdout) != tt.stdout || string(out.stderr) != tt.stderr || out.end != io.EOF {
+				t.Fatalf("got stdout %q stderr %q end %v, want %q %q EOF", out.stdout, out.stderr, out.end, tt.stdout, tt.stderr)
+			}
+			if len(out.ctrls) != 1 {
+				t.Fatalf("CTRLs: got %v, want one exit", out.ctrls)
+			}
+			exit := out.ctrls[0]
+			wantKeys(t, "exit CTRL", exit, "op,status,code,signal,stdoutBytes,stderrBytes")
+			if exit["op"] != "exit" || exit["status"] != "exited" || exit["code"] != 2.0 || exit["signal"] != nil ||
+				exit["stdoutBytes"] != 10.0 || exit["stderrBytes"] != 2.0 {
+				t.Fatalf("exit CTRL: got %v", exit)
+			}
+		})
+	}
+}
+
+func TestProcessChannelLiveConforms(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	t.Run("follow false on a running process: EOF at the end, no exit", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"id": "run", "command": "echo ready; exec sleep 30"})
+		mustCall(t, conn, "process.waitForLog", obj{"id": "run", "pattern": "ready", "timeoutMs": 5000})
+		ch, _, err := conn.Open(ctx, "process", 64<<10, obj{"id": "run", "follow": false})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		out := drainProcess(t, events(ch), 5*time.Second)
+		if string(out.stdout) != "ready\n" || len(out.ctrls) != 0 || out.end != io.EOF {
+			t.Fatalf("got %+v, want ready then EOF", out)
+		}
+	})
+
+	t.Run("signal CTRL", func(t *testing.T) {
+		ch, _, err := conn.Open(ctx, "process", 64<<10, obj{"id": "run"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		if err := ch.SendCtrl(obj{"op": "signal", "signal": "SIGUSR1"}); err != nil {
+			t.Fatal(err)
+		}
+		out := drainProcess(t, events(ch), 5*time.Second)
+		if len(out.ctrls) != 1 || out.ctrls[0]["signal"] != "USR1" || out.ctrls[0]["code"] != nil || out.end != io.EOF {
+			t.Fatalf("got %+v, want exit by USR1 then EOF", out)
+		}
+	})
+
+	t.Run("stdin DATA and EOF", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"id": "cat", "command": "cat; echo closed", "stdin": true})
+		ch, _, err := conn.Open(ctx, "process", 64<<10, obj{"id": "cat"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		if _, err := ch.Write([]byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		out := drainProcess(t, events(ch), 5*time.Second)
+		if string(out.stdout) != "hello\nclosed\n" || len(out.ctrls) != 1 || out.ctrls[0]["code"] != 0.0 {
+			t.Fatalf("got %+v", out)
+		}
+	})
+
+	t.Run("gap where output was dropped", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"id": "gap", "command": "head -c 100000 /dev/zero | tr '\\0' x; printf END",
+			"outputLimit": 1024})
+		mustCall(t, conn, "process.wait", obj{"id": "gap"})
+		ch, meta, err := conn.Open(ctx, "process", 64<<10, obj{"id": "gap"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		var m obj
+		_ = json.Unmarshal(meta, &m)
+		first := m["stdout"].(obj)["first"].(float64)
+		out := drainProcess(t, events(ch), 5*time.Second)
+		if len(out.ctrls) != 2 || out.ctrls[0]["op"] != "gap" || out.ctrls[1]["op"] != "exit" {
+			t.Fatalf("CTRLs: got %v, want gap then exit", out.ctrls)
+		}
+		wantKeys(t, "gap CTRL", out.ctrls[0], "op,stream,bytes")
+		if out.ctrls[0]["stream"] != "stdout" || out.ctrls[0]["bytes"] != first || first < 100000-1024 ||
+			float64(len(out.stdout))+first != 100003 || !strings.HasSuffix(string(out.stdout), "END") {
+			t.Fatalf("gap %v, first %v, %d bytes after it", out.ctrls[0], first, len(out.stdout))
+		}
+		r := mustCall(t, conn, "process.read", obj{"id": "gap", "stream": "stdout", "from": 0, "length": 10})
+		if r["from"] != first || r["first"] != first || r["end"] != 100003.0 || r["data"] != "xxxxxxxxxx" {
+			t.Fatalf("process.read before first: got %v", r)
+		}
+	})
+}
