@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/muxd/muxd/client"
 	"github.com/muxd/muxd/mux"
 )
@@ -745,4 +746,51 @@ func TestProcessChannelLiveConforms(t *testing.T) {
 			t.Fatalf("process.read before first: got %v", r)
 		}
 	})
+}
+
+func TestExitedTerminalsDoNotBlockNewOnes(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.MaxTerminals = 2 })
+	notes := make(chan [2]any, 64)
+	conn := rawConn(t, url, client.Options{NoReconnect: true, OnNotify: func(m string, p json.RawMessage) {
+		var o obj
+		_ = json.Unmarshal(p, &o)
+		select {
+		case notes <- [2]any{m, o}:
+		default:
+		}
+	}})
+	listIDs := func() string {
+		var ids []string
+		for _, v := range mustCall(t, conn, "terminal.list", nil)["terminals"].([]any) {
+			ids = append(ids, v.(obj)["id"].(string))
+		}
+		return strings.Join(ids, ",")
+	}
+	mustCall(t, conn, "terminal.create", obj{"id": "live", "shell": "bash"})
+	mustCall(t, conn, "terminal.create", obj{"id": "old", "shell": "true"})
+	if n := waitNote(t, notes, "terminal.exited"); n["id"] != "old" {
+		t.Fatalf("terminal.exited: got %v", n)
+	}
+	// At the limit with one exited: the exited one makes room.
+	mustCall(t, conn, "terminal.create", obj{"id": "new", "shell": "true"})
+	if got := listIDs(); got != "live,new" {
+		t.Fatalf("after pruning: got %s, want live,new", got)
+	}
+	if n := waitNote(t, notes, "terminal.exited"); n["id"] != "new" {
+		t.Fatalf("terminal.exited: got %v", n)
+	}
+	// The same through /ws/terminal.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(url, "http://", "ws://", 1)+"/ws/terminal?id=compat", nil)
+	if err != nil {
+		t.Fatalf("/ws/terminal at the limit with an exited terminal: %v", err)
+	}
+	defer ws.CloseNow()
+	if got := listIDs(); got != "live,compat" {
+		t.Fatalf("after /ws/terminal: got %s, want live,compat", got)
+	}
+	// Running terminals are never pruned: the limit still holds.
+	_, err = call(t, conn, "terminal.create", obj{"id": "third", "shell": "bash"})
+	wantErr(t, "terminal.create past the limit", err, mux.CodeLimitReached)
 }

@@ -41,7 +41,7 @@ func (b *backend) terminalCreate(ctx context.Context, c *mux.Conn, params json.R
 			opts.Cwd = cwd
 		}
 	}
-	t, err := b.terms.Create(opts)
+	t, err := createPruning(b.terms, func() (*pty.Terminal, error) { return b.terms.Create(opts) })
 	if err != nil {
 		return nil, ptyError(err)
 	}

@@ -191,7 +191,7 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *terminalHandler) terminal(tq terminalQuery) (*pty.Terminal, bool, error) {
 	opts := pty.CreateOptions{ID: tq.id, Shell: tq.shell, Cols: tq.cols, Rows: tq.rows}
 	if tq.id == "" {
-		t, err := h.m.Create(opts)
+		t, err := createPruning(h.m, func() (*pty.Terminal, error) { return h.m.Create(opts) })
 		return t, err == nil, err
 	}
 	if h.opts.SessionState != nil {
@@ -199,7 +199,13 @@ func (h *terminalHandler) terminal(tq terminalQuery) (*pty.Terminal, bool, error
 			opts.Cwd, opts.BaseEnv = cwd, env
 		}
 	}
-	return h.m.GetOrCreate(opts, true)
+	var created bool
+	t, err := createPruning(h.m, func() (*pty.Terminal, error) {
+		t, c, err := h.m.GetOrCreate(opts, true)
+		created = c
+		return t, err
+	})
+	return t, created, err
 }
 
 // sameOrigin admits requests without an Origin (not a browser) or from
