@@ -29,6 +29,8 @@ type ServerInfo struct {
 // Conn.Done for its end. Authentication happens before Accept.
 func Accept(w http.ResponseWriter, r *http.Request, cfg Config, rt *Router, info ServerInfo) (*Conn, error) {
 	cfg = cfg.withDefaults()
+	// Room for a whole DATA frame and its WebSocket header (see hijack.go).
+	w = bigWriterHijacker{ResponseWriter: w, size: headerLen + cfg.MaxFrame + 16}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{Subprotocol},
 		OriginPatterns:     info.OriginPatterns,

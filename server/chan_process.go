@@ -84,7 +84,10 @@ func (b *backend) openProcess(ctx context.Context, ch *mux.Channel, params json.
 	stdin := e.HasStdin(p.ID)
 	ch.SetInputEnabled(stdin)
 	ch.OnCtrl(func(op json.RawMessage) { b.processCtrl(p.ID, op) })
-	go b.pumpProcessOut(ctx, ch, p.ID, readers, follow)
+	// exit follows the last byte when following, and with follow:false
+	// too once the process has ended (then end is final).
+	exit := follow || info.Status != exec.StatusRunning
+	go b.pumpProcessOut(ctx, ch, p.ID, readers, exit)
 	go b.pumpProcessIn(ch, p.ID, stdin)
 	return meta, nil
 }
@@ -118,8 +121,8 @@ func (b *backend) processCtrl(id string, raw json.RawMessage) {
 }
 
 // pumpProcessOut sends both streams until each ends, then the exit CTRL
-// and EOF (follow), or just EOF at the current end (follow:false).
-func (b *backend) pumpProcessOut(ctx context.Context, ch *mux.Channel, id string, ps []*streamPump, follow bool) {
+// (when exit is set) and EOF.
+func (b *backend) pumpProcessOut(ctx context.Context, ch *mux.Channel, id string, ps []*streamPump, exit bool) {
 	stop := context.AfterFunc(ctx, func() { closePumps(ps) })
 	defer stop()
 	defer closePumps(ps)
@@ -139,8 +142,13 @@ func (b *backend) pumpProcessOut(ctx context.Context, ch *mux.Channel, id string
 	if failed.Load() || ctx.Err() != nil {
 		return
 	}
-	if follow {
-		info, err := b.engine.e.GetProcess(id)
+	if exit {
+		// The streams can end a moment before the exit is recorded:
+		// wait for it (bounded by the channel).
+		info, err := b.engine.e.WaitProcess(ctx, id)
+		if ctx.Err() != nil {
+			return
+		}
 		if err != nil {
 			_ = ch.CloseWithError(execError(err).(*mux.Error)) // Best effort.
 			return
