@@ -110,8 +110,8 @@ func (e *Engine) fromSnapshot(ctx context.Context, s *session, req ProcessReques
 		}
 	}
 	name := e.nextName()
-	// Beside the session dirs (same filesystem as the snapshot's output,
-	// for the rename), but not inside one: the process outlives its session.
+	// Beside the session dirs (the session shell writes the snapshot here
+	// itself, no rename), but not inside one: the process outlives its session.
 	snap := filepath.Join(e.sessDir, "p"+name+".snap")
 	cmd := filepath.Join(e.sessDir, "p"+name+".cmd")
 	files := []string{snap, cmd}

@@ -7,42 +7,60 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cmdFIFOs are one session command's output FIFOs, stdout and stderr. The
-// read ends are raw non-blocking fds until the command turns out slow
+// cmdFIFOs are a session's output FIFOs, stdout and stderr, at fixed
+// paths that the wrapper opens for each command. They are reused from one
+// command to the next while nobody else holds them: a command that leaves
+// a writer behind (a background job) gets its FIFO replaced by a fresh one
+// at the same path before the next command, and the old one is drained to
+// nowhere, so the job's later output never reaches another result.
+//
+// The read ends are raw non-blocking fds until a command turns out slow
 // (startDrains), so a fast command costs no goroutine and no netpoller
-// registration. Our own write ends keep EOF away until the command is done.
+// registration. Our own write ends (hold) keep EOF away while a command
+// runs. Only the session's turn holder touches a cmdFIFOs.
 type cmdFIFOs struct {
 	paths  [2]string
-	read   [2]int // -1 once handed to a drain or closed
-	hold   [2]int
+	read   [2]int // -1: (re)create before the next command
+	hold   [2]int // -1 when not open
 	drains [2]*drain
 }
 
-func makeFIFOs(outPath, errPath string) (*cmdFIFOs, error) {
-	c := &cmdFIFOs{read: [2]int{-1, -1}, hold: [2]int{-1, -1}}
-	for i, path := range []string{outPath, errPath} {
-		if err := unix.Mkfifo(path, 0o600); err != nil {
-			c.close()
-			return nil, fmt.Errorf("exec: fifo: %w", err)
+func newFIFOs(outPath, errPath string) *cmdFIFOs {
+	return &cmdFIFOs{paths: [2]string{outPath, errPath}, read: [2]int{-1, -1}, hold: [2]int{-1, -1}}
+}
+
+// ready makes both FIFOs usable for the next command: open for reading by
+// us alone, plus our hold. A FIFO whose read end we gave away (to a drain
+// or a discarder) is unlinked and made anew at the same path.
+func (c *cmdFIFOs) ready() error {
+	for i, path := range c.paths {
+		if c.read[i] >= 0 && c.hold[i] >= 0 {
+			continue
 		}
-		c.paths[i] = path
+		c.closeFD(i)
+		if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
+			return fmt.Errorf("exec: fifo: %w", err)
+		}
+		if err := unix.Mkfifo(path, 0o600); err != nil {
+			return fmt.Errorf("exec: fifo: %w", err)
+		}
 		rfd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
-			c.close()
-			return nil, fmt.Errorf("exec: fifo: %w", err)
+			return fmt.Errorf("exec: fifo: %w", err)
 		}
 		c.read[i] = rfd
 		wfd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
-			c.close()
-			return nil, fmt.Errorf("exec: fifo: %w", err)
+			c.closeFD(i)
+			return fmt.Errorf("exec: fifo: %w", err)
 		}
 		c.hold[i] = wfd
 	}
-	return c, nil
+	return nil
 }
 
-// startDrains hands both FIFOs to drain goroutines (a slow command).
+// startDrains hands both FIFOs to drain goroutines (a slow command). The
+// drains own the read ends from now on: the next command gets fresh FIFOs.
 func (c *cmdFIFOs) startDrains(logs [2]*outputLog) {
 	for i := range c.read {
 		if c.read[i] < 0 || c.drains[i] != nil {
@@ -55,12 +73,15 @@ func (c *cmdFIFOs) startDrains(logs [2]*outputLog) {
 }
 
 // finish captures everything the completed command wrote and completes
-// the logs. Writers left behind (background jobs) are drained to nowhere
-// until they close the FIFO.
+// the logs (nil logs: discarded). A FIFO that reaches EOF once our hold is
+// closed has no other writer and is kept for the next command; writers
+// left behind (background jobs) are drained to nowhere until they close
+// theirs.
 func (c *cmdFIFOs) finish(logs [2]*outputLog) {
 	for i := range c.read {
 		if d := c.drains[i]; d != nil {
 			d.stop()
+			c.drains[i] = nil
 			logs[i].finish()
 			continue
 		}
@@ -78,7 +99,15 @@ func (c *cmdFIFOs) finish(logs [2]*outputLog) {
 			f := os.NewFile(uintptr(c.read[i]), c.paths[i])
 			c.read[i] = -1
 			go discardAll(f)
+			continue
 		}
+		// Reuse: our read end stays open, so this open cannot block.
+		wfd, err := unix.Open(c.paths[i], unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			c.closeFD(i) // ready re-creates it
+			continue
+		}
+		c.hold[i] = wfd
 	}
 }
 
@@ -106,19 +135,22 @@ func discardAll(f *os.File) {
 	}
 }
 
+// closeFD closes what we hold of FIFO i.
+func (c *cmdFIFOs) closeFD(i int) {
+	if c.read[i] >= 0 {
+		_ = unix.Close(c.read[i]) // Best effort.
+		c.read[i] = -1
+	}
+	if c.hold[i] >= 0 {
+		_ = unix.Close(c.hold[i]) // Best effort.
+		c.hold[i] = -1
+	}
+}
+
 // close releases what drains did not take over and unlinks the FIFOs.
 func (c *cmdFIFOs) close() {
-	for i := range c.paths {
-		if c.read[i] >= 0 {
-			_ = unix.Close(c.read[i]) // Best effort.
-			c.read[i] = -1
-		}
-		if c.hold[i] >= 0 {
-			_ = unix.Close(c.hold[i]) // Best effort.
-			c.hold[i] = -1
-		}
-		if c.paths[i] != "" {
-			_ = os.Remove(c.paths[i]) // Best effort.
-		}
+	for i, path := range c.paths {
+		c.closeFD(i)
+		_ = os.Remove(path) // Best effort.
 	}
 }

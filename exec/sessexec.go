@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -75,17 +73,16 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	if err := s.turn.lock(ctx); err != nil {
 		return ExecResult{}, err
 	}
-	defer s.turn.unlock()
+	defer s.endTurn()
 	if err := s.alive(); err != nil {
 		return ExecResult{}, err
 	}
 	start := time.Now()
-	seq := s.next()
 	text := req.Command
 	if req.Cwd != "" || len(req.Env) > 0 {
-		userPath := filepath.Join(s.dir, strconv.FormatUint(seq, 10)+".u")
-		if err := writeNew(userPath, req.Command); err != nil {
-			return ExecResult{}, err
+		userPath := s.path("u")
+		if err := os.WriteFile(userPath, []byte(req.Command), 0o600); err != nil {
+			return ExecResult{}, fmt.Errorf("exec: command file: %w", err)
 		}
 		defer os.Remove(userPath)
 		var err error
@@ -94,15 +91,11 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		}
 	}
 	if req.Stdin != nil {
-		in := s.cmdPath(seq, "i")
+		in := s.path("i")
 		if err := os.WriteFile(in, req.Stdin, 0o600); err != nil {
 			return ExecResult{}, fmt.Errorf("exec: stdin: %w", err)
 		}
 		defer os.Remove(in)
-	}
-	fifos, err := makeFIFOs(s.cmdPath(seq, "o"), s.cmdPath(seq, "e"))
-	if err != nil {
-		return ExecResult{}, err
 	}
 	p := e.newProcess(id, req.Command, s.id, true, e.cfg.DefaultOutputLimit)
 	p.pid = s.child.Pid
@@ -116,14 +109,11 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		return nil
 	}
 	if err := e.register(p); err != nil {
-		fifos.close()
 		return ExecResult{}, err
 	}
 	s.setBusy(true)
-	o, rtErr := s.roundTrip(ctx, seq, text, req.Stdin != nil, timeout, func() { fifos.startDrains(p.logs) })
+	o, rtErr := s.roundTrip(ctx, text, req.Stdin != nil, timeout, p.logs)
 	s.setBusy(false)
-	fifos.finish(p.logs)
-	fifos.close()
 	if rtErr != nil {
 		p.failStart()
 		e.retire(p)
@@ -168,20 +158,18 @@ func (s *session) snapshot(ctx context.Context, path string) error {
 	if err := s.turn.lock(ctx); err != nil {
 		return err
 	}
-	defer s.turn.unlock()
+	defer s.endTurn()
 	if err := s.alive(); err != nil {
 		return err
 	}
-	seq := s.next()
-	defer s.removeOutputs(seq)
-	o, err := s.roundTrip(ctx, seq, snapshotScript, false, 0, nil)
+	o, err := s.roundTrip(ctx, snapshotScript(path), false, 0, [2]*outputLog{})
 	if err != nil {
 		return err
 	}
 	if o.died {
 		return fmt.Errorf("%w: session %q ended during the snapshot", ErrSessionDead, s.id)
 	}
-	if err := os.Rename(s.cmdPath(seq, "o"), path); err != nil {
+	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("exec: snapshot: %w", err)
 	}
 	return nil
@@ -206,11 +194,10 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 		}
 		return cwd, slices.Clone(s.env), nil
 	}
-	defer s.turn.unlock()
-	seq := s.next()
-	defer s.removeOutputs(seq)
-	path := s.cmdPath(seq, "o")
-	o, err := s.roundTrip(context.Background(), seq, stateScript, false, 5*time.Second, nil)
+	defer s.endTurn()
+	path := s.path("s")
+	defer os.Remove(path)
+	o, err := s.roundTrip(context.Background(), stateScript(path), false, 5*time.Second, [2]*outputLog{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -31,6 +31,12 @@ type session struct {
 	ctl       *os.File // read end of the control pipe (fd 3 in the shell); read only by the turn holder
 	shellOut  *tail    // the shell's own stdout/stderr (traces, dying words)
 
+	// The turn holder's files: the command file D/c, kept open and
+	// rewritten in place (tmpfs), and the output FIFOs D/o and D/e.
+	cmdFile *os.File
+	cmdLen  int // bytes of the last command written to cmdFile
+	fifos   *cmdFIFOs
+
 	// ready is set once the shell answered; before that the session is
 	// invisible (its fields are still being written).
 	ready atomic.Bool
@@ -38,8 +44,7 @@ type session struct {
 	// turn is the session lock: one command at a time, arrival order. Kill,
 	// interrupt and list never take it.
 	turn      fifoLock
-	seq       uint64 // command sequence; touched only by the turn holder
-	ctlBroken bool   // the control pipe ended while the shell lives; turn holder only
+	ctlBroken bool // the control pipe ended while the shell lives; turn holder only
 
 	// mu guards the fields below; never held across a kill or a write.
 	mu         sync.Mutex
@@ -47,6 +52,7 @@ type session struct {
 	dead       bool
 	deadReason string
 	killing    string // why the engine is killing the shell, if it is
+	filesGone  bool   // removeFiles ran: the last turn holder closes the fds
 }
 
 // CreateSession starts a session shell and waits until it answers.
@@ -100,10 +106,8 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		s.removeFiles()
 		return SessionInfo{}, err
 	}
-	seq := s.next()
-	res, err := s.roundTrip(ctx, seq, ":", false, 0, nil)
-	s.removeOutputs(seq)
-	s.turn.unlock()
+	res, err := s.roundTrip(ctx, ":", false, 0, [2]*outputLog{})
+	s.endTurn()
 	if err == nil && res.died {
 		err = fmt.Errorf("exec: session shell ended at start: %s", s.info().DeadReason)
 	}
@@ -137,6 +141,12 @@ func (s *session) start(env []string) error {
 	if err := os.MkdirAll(filepath.Join(s.dir, "x"), 0o700); err != nil {
 		return fmt.Errorf("exec: session dir: %w", err)
 	}
+	cf, err := os.OpenFile(s.path("c"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("exec: command file: %w", err)
+	}
+	s.cmdFile = cf
+	s.fifos = newFIFOs(s.path("o"), s.path("e"))
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("exec: pipe: %w", err)
@@ -182,46 +192,92 @@ type outcome struct {
 	timedOut bool
 }
 
-// cmdPath names a file of command seq: ext is c (text), i (stdin),
-// o and e (outputs), or x (the exit record, in its own watched dir).
-func (s *session) cmdPath(seq uint64, ext string) string {
-	name := strconv.FormatUint(seq, 10) + "." + ext
-	if ext == "x" {
-		return filepath.Join(s.dir, "x", name)
-	}
+// path names a file of the session: c (command text), u (user command
+// under overrides), i (stdin), o and e (output FIFOs), s (state), or x/x
+// (the exit record, in its own watched dir).
+func (s *session) path(name string) string {
 	return filepath.Join(s.dir, name)
 }
 
-// next reserves the sequence number of the next command. The caller holds
-// the turn.
-func (s *session) next() uint64 {
-	s.seq++
-	return s.seq
+// writeCommand puts text in the command file, in place: the file stays
+// open, and it is never truncated to zero (ext4's auto_da_alloc would
+// flush it on close, when RuntimeDir is not a tmpfs).
+func (s *session) writeCommand(text string) error {
+	if _, err := s.cmdFile.WriteAt([]byte(text), 0); err != nil {
+		return fmt.Errorf("exec: command file: %w", err)
+	}
+	if len(text) < s.cmdLen {
+		if err := s.cmdFile.Truncate(int64(len(text))); err != nil {
+			return fmt.Errorf("exec: command file: %w", err)
+		}
+	}
+	s.cmdLen = len(text)
+	return nil
 }
 
-// roundTrip runs command seq (text) in the shell and waits for its end.
-// The caller holds the turn and has prepared seq's .i (when withStdin)
-// and, if it wants them to be FIFOs, .o and .e; otherwise bash creates
-// them as regular files and the caller removes them.
+// endTurn ends the caller's turn. A dead session's descriptors are
+// released by whoever holds its last turn (removeFiles cannot close them
+// under a running command).
+func (s *session) endTurn() {
+	s.mu.Lock()
+	gone := s.dead || s.filesGone
+	if !gone {
+		s.turn.unlock() // under mu: removeFiles either sees it free or sees gone here
+	}
+	s.mu.Unlock()
+	if gone {
+		s.closeFDs()
+		s.turn.unlock()
+	}
+}
+
+// closeFDs releases the command file and the FIFOs; the caller holds the
+// turn.
+func (s *session) closeFDs() {
+	if s.cmdFile != nil {
+		_ = s.cmdFile.Close() // Best effort.
+		s.cmdFile = nil
+	}
+	if s.fifos != nil {
+		s.fifos.close()
+		s.fifos = nil
+	}
+}
+
+// roundTrip runs text in the shell and waits for its end; its output goes
+// to logs (nil: discarded). The caller holds the turn and has written the
+// stdin file when withStdin.
 //
-// slow, if set, runs once the command has run for lazyDrainDelay: fast
-// commands are read synchronously after their marker, and only slower
-// ones get drain goroutines (a full FIFO blocks bash until then).
-func (s *session) roundTrip(ctx context.Context, seq uint64, text string, withStdin bool, timeout time.Duration, slow func()) (outcome, error) {
+// Fast commands are read synchronously after their marker; one that runs
+// for lazyDrainDelay gets drain goroutines (a full FIFO blocks bash until
+// then).
+func (s *session) roundTrip(ctx context.Context, text string, withStdin bool, timeout time.Duration, logs [2]*outputLog) (outcome, error) {
 	if err := s.alive(); err != nil {
 		return outcome{}, err
 	}
-	// A fresh file per command: rewriting one in place (O_TRUNC) makes
-	// ext4 flush it on close (auto_da_alloc), about 2 ms.
-	cmdPath, exitPath := s.cmdPath(seq, "c"), s.cmdPath(seq, "x")
-	if err := writeNew(cmdPath, text); err != nil {
+	if s.fifos == nil {
+		return outcome{}, fmt.Errorf("%w: session %q", ErrSessionDead, s.id)
+	}
+	if err := s.fifos.ready(); err != nil {
 		return outcome{}, err
 	}
-	defer func() { _ = os.Remove(cmdPath) }() // Best effort.
-	if _, err := s.stdin.WriteString(wrapperLine(seq, withStdin)); err != nil {
+	if err := s.writeCommand(text); err != nil {
+		return outcome{}, err
+	}
+	exitPath := s.path("x/x")
+	if s.ctlBroken {
+		_ = os.Remove(exitPath) // Best effort: the previous record was consumed.
+	}
+	o, err := s.await(ctx, exitPath, withStdin, timeout, func() { s.fifos.startDrains(logs) })
+	s.fifos.finish(logs)
+	return o, err
+}
+
+// await sends the wrapper line and waits for the command's end.
+func (s *session) await(ctx context.Context, exitPath string, withStdin bool, timeout time.Duration, slow func()) (outcome, error) {
+	if _, err := s.stdin.WriteString(wrapperLine(withStdin)); err != nil {
 		return s.waitDeath(), nil
 	}
-
 	if !s.ctlBroken {
 		if o, ok := s.awaitMarker(ctx, timeout, slow); ok {
 			return o, nil
@@ -461,6 +517,14 @@ func (s *session) removeFiles() {
 	if ctl != nil {
 		_ = ctl.Close() // Best effort: a reader in awaitMarker sees the end.
 	}
+	s.mu.Lock()
+	s.filesGone = true
+	free := s.turn.tryLock()
+	s.mu.Unlock()
+	if free {
+		s.closeFDs()
+		s.turn.unlock()
+	} // else the turn holder releases them (endTurn)
 	if s.dir != "" {
 		s.e.watcher.removeDir(filepath.Join(s.dir, "x"))
 		_ = os.RemoveAll(s.dir) // Best effort.
@@ -531,29 +595,6 @@ func (e *Engine) DeleteSession(id string) error {
 	return nil
 }
 
-// writeNew writes a new file (O_EXCL: never an in-place rewrite).
-func writeNew(path, text string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("exec: command file: %w", err)
-	}
-	_, err = f.WriteString(text)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("exec: command file: %w", err)
-	}
-	return nil
-}
-
 // lazyDrainDelay is how long a session command runs before its output
 // gets drain goroutines: most commands end sooner and are read in one go.
 const lazyDrainDelay = 2 * time.Millisecond
-
-// removeOutputs removes command seq's regular output files.
-func (s *session) removeOutputs(seq uint64) {
-	for _, ext := range []string{"o", "e"} {
-		_ = os.Remove(s.cmdPath(seq, ext)) // Best effort.
-	}
-}

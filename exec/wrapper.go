@@ -6,15 +6,15 @@ import (
 )
 
 // The session wrapper. Each command is one short line on the shell's
-// stdin, `__muxd_n=N;\builtin eval "$__muxd_w"`, where N is the command's
-// sequence number and the readonly variables __muxd_w (or __muxd_wi, with
-// stdin) and __muxd_d (the session's file directory, D) were set when the
-// shell started. The wrapper text is:
+// stdin, `\builtin eval "$__muxd_w"`, where the readonly variable
+// __muxd_w (or __muxd_wi, with stdin) was set when the shell started. The
+// session's files have fixed paths in its directory D, so the line never
+// changes. The wrapper text is:
 //
 //	\builtin trap '\builtin return 130 2>/dev/null' INT
-//	{ \builtin source D/N.c;} <IN >|D/N.o 2>|D/N.e 3>&-
+//	{ \builtin source D/c;} <IN >|D/o 2>|D/e 3>&-
 //	__muxd_rc=$?
-//	\builtin printf '%s\n' "$__muxd_rc" >&3 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/N.x
+//	\builtin printf '%s\n' "$__muxd_rc" >&3 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
 // Why each piece:
 //   - `\builtin` everywhere: aliases (`alias printf=...`) and functions
@@ -26,8 +26,9 @@ import (
 //   - fd 3 (the control pipe) is closed for the group: the user's
 //     `exec 3>&-` only touches the group's copy, which bash restores, and
 //     nothing the command starts can write a fake marker.
-//   - `>|` writes through `set -o noclobber`; expansions are quoted
-//     against IFS changes; `$?` is always set, so `set -u` is harmless.
+//   - `>|` writes through `set -o noclobber`; paths are quoted literals
+//     and the expansion is quoted against IFS changes; `$?` is always
+//     set, so `set -u` is harmless.
 //   - the INT trap makes Ctrl-C (session.interrupt) return from the
 //     sourced command even in a builtin-only loop; outside a sourced file
 //     the `return` fails silently and the marker is still written.
@@ -35,33 +36,33 @@ import (
 //     by the exit watcher.
 //   - stdin is /dev/null unless bytes were given, so readers get EOF.
 //   - eval of a variable keeps the line short: bash reads a pipe one byte
-//     per syscall (a 230-byte line is 230 reads), and sourcing a wrapper
-//     file cost twice the CPU (measured). eval runs at top level, so
-//     `declare` in the command stays global.
-func wrapperLine(seq uint64, withStdin bool) string {
-	w := `"$__muxd_w"`
+//     per syscall (a 230-byte line is 230 reads, a per-command file name
+//     in it cost ~12 more), and sourcing a wrapper file cost twice the
+//     CPU (measured). eval runs at top level, so `declare` in the
+//     command stays global.
+func wrapperLine(withStdin bool) string {
 	if withStdin {
-		w = `"$__muxd_wi"`
+		return `\builtin eval "$__muxd_wi"` + "\n"
 	}
-	return "__muxd_n=" + strconv.FormatUint(seq, 10) + `;\builtin eval ` + w + "\n"
+	return `\builtin eval "$__muxd_w"` + "\n"
 }
 
-// wrapperText is the wrapper run by eval for command $__muxd_n.
-func wrapperText(withStdin bool) string {
+// wrapperText is the wrapper run by eval for a command of session dir.
+func wrapperText(dir string, withStdin bool) string {
 	in := "/dev/null"
 	if withStdin {
-		in = `"$__muxd_d/$__muxd_n.i"`
+		in = shQuote(dir + "/i")
 	}
-	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source "$__muxd_d/$__muxd_n.c";} <` + in +
-		` >|"$__muxd_d/$__muxd_n.o" 2>|"$__muxd_d/$__muxd_n.e" 3>&-;__muxd_rc=$?;` +
-		`\builtin printf '%s\n' "$__muxd_rc" >&3||\builtin printf '%s\n' "$__muxd_rc" >|"$__muxd_d/x/$__muxd_n.x"`
+	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source ` + shQuote(dir+"/c") + `;} <` + in +
+		` >|` + shQuote(dir+"/o") + ` 2>|` + shQuote(dir+"/e") + ` 3>&-;__muxd_rc=$?;` +
+		`\builtin printf '%s\n' "$__muxd_rc" >&3||\builtin printf '%s\n' "$__muxd_rc" >|` + shQuote(dir+"/x/x")
 }
 
 // setupLine is the shell's first input: the readonly variables of the
 // wrapper (users cannot unset or change them).
 func setupLine(dir string) string {
-	return `\builtin readonly __muxd_d=` + shQuote(dir) + ` __muxd_w=` + shQuote(wrapperText(false)) +
-		` __muxd_wi=` + shQuote(wrapperText(true)) + "\n"
+	return `\builtin readonly __muxd_w=` + shQuote(wrapperText(dir, false)) +
+		` __muxd_wi=` + shQuote(wrapperText(dir, true)) + "\n"
 }
 
 // shQuote quotes s for bash as one word.
@@ -69,10 +70,16 @@ func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// snapshotScript prints the session state as a script a fresh bash can
-// source: variables and functions first, options last (so `set -e` or
-// `set -u` cannot break the restore), cwd at the very end.
-const snapshotScript = `\builtin export -p
+// snapshotScript writes the session state to path as a script a fresh
+// bash can source: variables and functions first, options last (so
+// `set -e` or `set -u` cannot break the restore), cwd at the very end. The
+// file is written where it will live: never a rename, which fails across
+// filesystems.
+func snapshotScript(path string) string {
+	return "{\n" + snapshotBody + "} >|" + shQuote(path) + "\n"
+}
+
+const snapshotBody = `\builtin export -p
 \builtin declare -f
 \builtin alias -p
 \builtin umask -p
@@ -81,9 +88,11 @@ const snapshotScript = `\builtin export -p
 \builtin printf 'cd -- %q\n' "$PWD"
 `
 
-// stateScript prints the cwd and the exported environment, NUL-separated.
-const stateScript = `\builtin printf '%s\0' "$PWD"; \builtin command env -0
-`
+// stateScript writes the cwd and the exported environment,
+// NUL-separated, to path.
+func stateScript(path string) string {
+	return `{ \builtin printf '%s\0' "$PWD"; \builtin command env -0;} >|` + shQuote(path) + "\n"
+}
 
 // parseMarker parses "STATUS\n" from the control pipe.
 func parseMarker(line string) (status int, ok bool) {

@@ -1,0 +1,64 @@
+package exec
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The output FIFOs are reused between commands; these runs mix the paths
+// that keep them (fast, clean exits), give them to drains (slow commands)
+// and replace them (a writer left behind), and check every result.
+func TestSessionFIFOReuseNeverMixesOutputs(t *testing.T) {
+	runs := 500
+	if testing.Short() {
+		runs = 100
+	}
+	e := newTestEngine(t, func(c *Config) { c.RetainCount = 8 })
+	sid := newSession(t, e, SessionOptions{})
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range runs {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d runs in 60 s", i)
+		}
+		n := strconv.Itoa(i)
+		cmd, wantOut, wantErr := "printf o"+n+"; printf 'e"+n+"\\0' >&2", "o"+n, "e"+n+"\x00"
+		switch i % 50 {
+		case 10: // leaves a writer on both FIFOs that writes later
+			cmd = "(sleep 0.05; echo LATE; echo LATE >&2) & " + cmd
+		case 20: // slow: drained by goroutines
+			cmd = "sleep 0.01; " + cmd
+		case 30: // more than a pipe buffer, fast
+			cmd = "head -c 200000 /dev/zero | tr '\\0' a; " + cmd
+			wantOut = strings.Repeat("a", 200000) + wantOut
+		}
+		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: cmd, MaxOutput: 1 << 20})
+		if string(r.Stdout) != wantOut || string(r.Stderr) != wantErr || code(r) != 0 {
+			t.Fatalf("run %d (%s): stdout %.60q stderr %q code %d", i, cmd, r.Stdout, r.Stderr, code(r))
+		}
+	}
+}
+
+func TestSnapshotAcrossFilesystems(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	s, _ := e.session(sid)
+	other := t.TempDir()
+	var a, b syscall.Stat_t
+	if syscall.Stat(s.dir, &a) != nil || syscall.Stat(other, &b) != nil || a.Dev == b.Dev {
+		t.Skip("the session dir and the temp dir are on one filesystem here")
+	}
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "export SNAP=across; cd /tmp"})
+	path := filepath.Join(other, "snap")
+	if err := s.snapshot(ctxT(t, 5*time.Second), path); err != nil {
+		t.Fatalf("snapshot to another filesystem: %v", err)
+	}
+	body, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(body), "SNAP=") || !strings.Contains(string(body), "cd -- /tmp") {
+		t.Fatalf("snapshot %q (%v), want the export and the cwd", body, err)
+	}
+}
