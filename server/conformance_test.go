@@ -794,3 +794,214 @@ func TestExitedTerminalsDoNotBlockNewOnes(t *testing.T) {
 	_, err = call(t, conn, "terminal.create", obj{"id": "third", "shell": "bash"})
 	wantErr(t, "terminal.create past the limit", err, mux.CodeLimitReached)
 }
+
+func TestSessionMethodsConform(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	dir := t.TempDir()
+	s := mustCall(t, conn, "session.create", obj{"id": "s1", "cwd": dir, "env": obj{"FOO": "bar"}})
+	wantKeys(t, "session.create", s, "id,cwd")
+	if s["id"] != "s1" || s["cwd"] != dir {
+		t.Fatalf("session.create: got %v", s)
+	}
+	list := mustCall(t, conn, "session.list", nil)["sessions"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("session.list: got %v", list)
+	}
+	wantKeys(t, "listed session", list[0].(obj), "id,cwd,alive,busy,createdAt")
+	wantTime(t, "createdAt", list[0].(obj)["createdAt"])
+
+	tests := []struct {
+		name   string
+		params obj
+		check  func(obj) bool
+	}{
+		{"state persists", obj{"command": "cd /; X=1; echo $FOO"}, func(r obj) bool { return r["stdout"] == "bar\n" }},
+		{"cwd persists", obj{"command": "pwd; echo $X"}, func(r obj) bool { return r["stdout"] == "/\n1\n" }},
+		{"signalled command is 128+n", obj{"command": "sh -c 'kill -TERM $$'"}, func(r obj) bool { return r["exitCode"] == 143.0 }},
+		{"daemon variables hidden", obj{"command": "env | grep -c '^MUXD_\\|^BASH_ENV=\\|^ENV=' || true"},
+			func(r obj) bool { return r["stdout"] == "0\n" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.params["sessionId"] = "s1"
+			if r := mustCall(t, conn, "exec", tt.params); !tt.check(r) {
+				t.Fatalf("exec %v: got %v", tt.params, r)
+			}
+		})
+	}
+
+	t.Run("interrupt aborts with 130 and keeps the shell", func(t *testing.T) {
+		done := make(chan obj, 1)
+		go func() {
+			r, _ := call(t, conn, "exec", obj{"command": "echo go; while :; do :; done", "sessionId": "s1", "id": "loop"})
+			done <- r
+		}()
+		waitLog(t, conn, "loop", "go")
+		mustCall(t, conn, "session.interrupt", obj{"id": "s1"})
+		if r := recvOrTimeout(t, done, 5*time.Second); r["exitCode"] != 130.0 {
+			t.Fatalf("interrupted exec: got %v, want exitCode 130", r)
+		}
+		if r := mustCall(t, conn, "exec", obj{"command": "echo $X", "sessionId": "s1"}); r["stdout"] != "1\n" {
+			t.Fatalf("after interrupt: got %v", r)
+		}
+	})
+
+	t.Run("timeout kills the session", func(t *testing.T) {
+		r := mustCall(t, conn, "exec", obj{"command": "sleep 30", "sessionId": "s1", "timeoutMs": 100})
+		if r["timedOut"] != true || r["exitCode"] != nil {
+			t.Fatalf("timed out exec: got %v", r)
+		}
+		_, err := call(t, conn, "exec", obj{"command": "true", "sessionId": "s1"})
+		wantErr(t, "exec in a dead session", err, mux.CodeSessionDead)
+		if l := mustCall(t, conn, "session.list", nil)["sessions"].([]any); l[0].(obj)["alive"] != false {
+			t.Fatalf("dead session listed as %v", l[0])
+		}
+		mustCall(t, conn, "session.delete", obj{"id": "s1"})
+		mustCall(t, conn, "session.create", obj{"id": "s1"})
+		if r := mustCall(t, conn, "exec", obj{"command": "echo again", "sessionId": "s1"}); r["stdout"] != "again\n" {
+			t.Fatalf("recreated session: got %v", r)
+		}
+	})
+
+	t.Run("process.start in a session outlives it", func(t *testing.T) {
+		p := mustCall(t, conn, "process.start", obj{"command": "echo up; exec sleep 30", "sessionId": "s1", "id": "bg"})
+		if p["sessionId"] != "s1" {
+			t.Fatalf("Process: got %v", p)
+		}
+		if l := mustCall(t, conn, "process.list", obj{"sessionId": "other"})["processes"].([]any); len(l) != 0 {
+			t.Fatalf("process.list of another session: got %v", l)
+		}
+		if l := mustCall(t, conn, "process.list", obj{"sessionId": "s1"})["processes"].([]any); len(l) != 1 {
+			t.Fatalf("process.list of s1: got %v", l)
+		}
+		mustCall(t, conn, "session.delete", obj{"id": "s1"})
+		if p := mustCall(t, conn, "process.get", obj{"id": "bg"}); p["status"] != "running" {
+			t.Fatalf("after session.delete: got %v", p)
+		}
+		mustCall(t, conn, "process.kill", obj{"id": "bg", "signal": "KILL"})
+	})
+}
+
+func TestRequestLifecycleConforms(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+
+	t.Run("rpc.cancel ends exec with cancelled and kills it", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- conn.Call(ctx, "exec", obj{"command": "echo go; exec sleep 30", "id": "c1"}, nil) }()
+		waitLog(t, conn, "c1", "go")
+		cancel() // Call sends rpc.cancel
+		if err := recvOrTimeout(t, done, 5*time.Second); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Call: %v", err)
+		}
+		if p := mustCall(t, conn, "process.wait", obj{"id": "c1", "timeoutMs": 5000}); p["status"] == "running" || p["exitCode"] == 0.0 {
+			t.Fatalf("cancelled exec: got %v", p)
+		}
+	})
+
+	t.Run("kill escalates to KILL after the grace", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"command": "trap '' TERM; echo ready; while :; do sleep 0.05; done", "id": "stubborn"})
+		mustCall(t, conn, "process.waitForLog", obj{"id": "stubborn", "pattern": "ready", "timeoutMs": 5000})
+		mustCall(t, conn, "process.kill", obj{"id": "stubborn", "graceMs": 100})
+		p := mustCall(t, conn, "process.wait", obj{"id": "stubborn", "timeoutMs": 5000})
+		if p["status"] != "killed" || p["signal"] != "KILL" || p["exitCode"] != nil {
+			t.Fatalf("after grace: got %v", p)
+		}
+	})
+
+	t.Run("remove forgets an ended process, not a running one", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"command": "exec sleep 30", "id": "r1"})
+		_, err := call(t, conn, "process.remove", obj{"id": "r1"})
+		wantErr(t, "process.remove of a running process", err, mux.CodeBusy)
+		mustCall(t, conn, "process.kill", obj{"id": "r1", "signal": "KILL"})
+		mustCall(t, conn, "process.wait", obj{"id": "r1"})
+		mustCall(t, conn, "process.remove", obj{"id": "r1"})
+		_, err = call(t, conn, "process.get", obj{"id": "r1"})
+		wantErr(t, "process.get after remove", err, mux.CodeNotFound)
+	})
+
+	t.Run("waitForLog", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"command": "echo a=1; echo b=2 >&2; printf 'tail=3'", "id": "log"})
+		mustCall(t, conn, "process.wait", obj{"id": "log"})
+		for _, tt := range []struct {
+			params obj
+			want   obj
+		}{
+			{obj{"pattern": "a=(\\d)"}, obj{"line": "a=1", "groups": []any{"a=1", "1"}, "stream": "stdout", "offset": 0.0}},
+			{obj{"pattern": "b=(\\d)"}, obj{"line": "b=2", "groups": []any{"b=2", "2"}, "stream": "stderr", "offset": 0.0}},
+			{obj{"pattern": "^tail", "stream": "stdout"}, obj{"line": "tail=3", "groups": []any{"tail"}, "stream": "stdout", "offset": 4.0}},
+			{obj{"pattern": "=", "stream": "stdout", "from": 4}, obj{"line": "tail=3", "groups": []any{"="}, "stream": "stdout", "offset": 4.0}},
+		} {
+			tt.params["id"] = "log"
+			got := mustCall(t, conn, "process.waitForLog", tt.params)
+			gj, _ := json.Marshal(got)
+			wj, _ := json.Marshal(tt.want)
+			if string(gj) != string(wj) {
+				t.Fatalf("waitForLog %v: got %s, want %s", tt.params, gj, wj)
+			}
+		}
+		_, err := call(t, conn, "process.waitForLog", obj{"id": "log", "pattern": "never"})
+		wantErr(t, "waitForLog on an ended process without a match", err, mux.CodeTimeout)
+	})
+
+	t.Run("waitForPort", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"command": "exit 0", "id": "noport"})
+		_, err := call(t, conn, "process.waitForPort", obj{"port": 1, "id": "noport", "timeoutMs": 5000})
+		wantErr(t, "waitForPort when the process ends first", err, mux.CodeTimeout)
+		_, err = call(t, conn, "process.waitForPort", obj{"port": 1, "timeoutMs": 50})
+		wantErr(t, "waitForPort past its timeout", err, mux.CodeTimeout)
+	})
+
+	t.Run("process.read", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"command": "printf 'abc\\377'", "id": "rd"})
+		mustCall(t, conn, "process.wait", obj{"id": "rd"})
+		r := mustCall(t, conn, "process.read", obj{"id": "rd", "stream": "stdout", "from": 1, "length": 10, "encoding": "base64"})
+		wantKeys(t, "process.read", r, "data,from,first,end")
+		if r["data"] != "YmP/" || r["from"] != 1.0 || r["first"] != 0.0 || r["end"] != 4.0 {
+			t.Fatalf("process.read: got %v", r)
+		}
+	})
+}
+
+func TestRetentionConforms(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.RetainCount = 3 })
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	for _, id := range []string{"p1", "p2", "p3", "p4"} {
+		mustCall(t, conn, "process.start", obj{"command": "echo " + id, "id": id})
+		mustCall(t, conn, "process.wait", obj{"id": id})
+	}
+	_, err := call(t, conn, "process.get", obj{"id": "p1"})
+	wantErr(t, "oldest ended process past the count", err, mux.CodeNotFound)
+	for _, id := range []string{"p2", "p3", "p4"} {
+		if r := mustCall(t, conn, "process.read", obj{"id": id, "stream": "stdout", "from": 0, "length": 100}); r["data"] != id+"\n" {
+			t.Fatalf("retained %s: got %v", id, r)
+		}
+	}
+	// A finished exec id may be reused (the old record is replaced).
+	mustCall(t, conn, "exec", obj{"command": "echo one", "id": "e"})
+	r := mustCall(t, conn, "exec", obj{"command": "echo two", "id": "e"})
+	if r["stdout"] != "two\n" {
+		t.Fatalf("reused exec id: got %v", r)
+	}
+}
+
+// waitLog waits for a line matching pattern in the output of an exec
+// that another goroutine is starting: until the exec registers its id,
+// waitForLog answers not_found, and is asked again (bounded).
+func waitLog(t *testing.T, conn *mux.Conn, id, pattern string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for range 10000 {
+		_, err := call(t, conn, "process.waitForLog", obj{"id": id, "pattern": pattern, "timeoutMs": 5000})
+		var me *mux.Error
+		if err == nil || !errors.As(err, &me) || me.Code != mux.CodeNotFound || time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("waitForLog %s: %v", id, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("exec %s never registered", id)
+}

@@ -152,7 +152,7 @@ func (b *backend) processRead(ctx context.Context, c *mux.Conn, params json.RawM
 	if from > end {
 		from = end
 	}
-	return map[string]any{"data": encodeBytes(data, enc), "from": from, "first": first, "end": end, "encoding": enc}, nil
+	return map[string]any{"data": encodeBytes(data, enc), "from": from, "first": first, "end": end}, nil
 }
 
 // streamParam parses "stdout"/"stderr"; "" means both when allowed.
