@@ -1005,3 +1005,115 @@ func waitLog(t *testing.T, conn *mux.Conn, id, pattern string) {
 	}
 	t.Fatalf("exec %s never registered", id)
 }
+
+func TestTerminalChannelCtrlConforms(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mustCall(t, conn, "terminal.create", obj{"id": "t", "shell": "bash"})
+	ch, _, err := conn.Open(ctx, "terminal", 64<<10, obj{"id": "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events(ch)
+	untilCtrl(t, evs, "sync", 5*time.Second)
+	type op = obj
+	for _, c := range []op{
+		{"op": "resize", "cols": 120, "rows": 40},
+		{"op": "resize", "cols": 100, "rows": 30}, // latest wins
+		{"op": "resize", "cols": 0, "rows": 30},   // out of range: ignored
+		{"op": "resize", "cols": 1001, "rows": 30},
+	} {
+		if err := ch.SendCtrl(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Client EOF is ignored: the terminal keeps reading keys from other
+	// channels, and this one keeps receiving output.
+	if err := ch.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	in, inMeta, err := conn.Open(ctx, "terminal", 64<<10, obj{"id": "t", "from": 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var im obj
+	_ = json.Unmarshal(inMeta, &im)
+	inEvs := events(in)
+	if s, data := untilCtrl(t, inEvs, "sync", 5*time.Second); s["offset"] != im["end"] || len(data) != 0 {
+		t.Fatalf("from past the end: sync %v after %q, want offset %v and no replay", s, data, im["end"])
+	}
+	if _, err := in.Write([]byte("stty size; echo start-$((1)); sleep 30\n")); err != nil {
+		t.Fatal(err)
+	}
+	readUntilData(t, evs, "30 100", 5*time.Second)
+	readUntilData(t, evs, "start-1", 5*time.Second)
+	if l := mustCall(t, conn, "terminal.list", nil)["terminals"].([]any)[0].(obj); l["cols"] != 100.0 || l["rows"] != 30.0 {
+		t.Fatalf("after resize: got %v", l)
+	}
+	// signal INT reaches the foreground job: sleep 30 ends at once.
+	if err := in.SendCtrl(op{"op": "signal", "signal": "INT"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Write([]byte("echo done-$((2+3))\n")); err != nil {
+		t.Fatal(err)
+	}
+	readUntilData(t, evs, "done-5", 5*time.Second)
+
+	// Output older than the ring: from 0 gets a gap CTRL first.
+	if _, err := in.Write([]byte("head -c 1500000 /dev/zero | tr '\\0' x; echo; echo END-$((7*6))\n")); err != nil {
+		t.Fatal(err)
+	}
+	readUntilData(t, evs, "END-42", 20*time.Second)
+	late, meta, err := conn.Open(ctx, "terminal", 64<<10, obj{"id": "t", "from": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	var m obj
+	_ = json.Unmarshal(meta, &m)
+	first, _ := m["first"].(float64)
+	if first <= 0 {
+		t.Fatalf("meta first %v: the ring should have dropped bytes", m)
+	}
+	lateEvs := events(late)
+	select {
+	case ev := <-lateEvs:
+		if ev.ctrl == nil || ev.ctrl["op"] != "gap" {
+			t.Fatalf("first event: got %+v, want gap", ev)
+		}
+		wantKeys(t, "gap CTRL", ev.ctrl, "op,bytes")
+		if b := ev.ctrl["bytes"].(float64); b < first {
+			t.Fatalf("gap of %v bytes, want at least first %v", b, first)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event on a late channel")
+	}
+	mustCall(t, conn, "terminal.destroy", obj{"id": "t"})
+	exit, _ := untilCtrl(t, evs, "exit", 5*time.Second)
+	if exit["code"] != nil || exit["signal"] == nil {
+		t.Fatalf("exit after destroy: got %v, want a signal", exit)
+	}
+}
+
+// readUntilData reads DATA (skipping CTRL) until it contains want.
+func readUntilData(t *testing.T, evs <-chan chEvent, want string, d time.Duration) {
+	t.Helper()
+	var data []byte
+	deadline := time.After(d)
+	for !strings.Contains(string(data), want) {
+		select {
+		case ev, ok := <-evs:
+			if !ok || ev.err != nil {
+				t.Fatalf("channel ended (%v) before %q", ev.err, want)
+			}
+			data = append(data, ev.data...)
+			if len(data) > 1<<20 {
+				data = data[len(data)-4096:]
+			}
+		case <-deadline:
+			t.Fatalf("no %q within %v", want, d)
+		}
+	}
+}
