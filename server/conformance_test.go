@@ -1117,3 +1117,52 @@ func readUntilData(t *testing.T, evs <-chan chEvent, want string, d time.Duratio
 		}
 	}
 }
+
+func TestExecOutputLimitsConform(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	tests := []struct {
+		name      string
+		params    obj
+		wantLen   int
+		truncated bool
+	}{
+		{"default 256 KiB", obj{"command": "head -c 300000 /dev/zero | tr '\\0' x"}, 256 << 10, true},
+		{"at most 512 KiB", obj{"command": "head -c 600000 /dev/zero | tr '\\0' x", "maxOutput": 512 << 10}, 512 << 10, true},
+		{"under the limit", obj{"command": "head -c 1000 /dev/zero | tr '\\0' x", "maxOutput": 1000}, 1000, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustCall(t, conn, "exec", tt.params)
+			if s, _ := r["stdout"].(string); len(s) != tt.wantLen || r["stdoutTruncated"] != tt.truncated {
+				t.Fatalf("got %d bytes, truncated %v; want %d, %v", len(s), r["stdoutTruncated"], tt.wantLen, tt.truncated)
+			}
+		})
+	}
+	// The whole output stays readable by id.
+	mustCall(t, conn, "exec", obj{"command": "head -c 600000 /dev/zero | tr '\\0' x", "id": "big"})
+	if p := mustCall(t, conn, "process.get", obj{"id": "big"}); p["stdoutBytes"] != 600000.0 {
+		t.Fatalf("process.get of a cut exec: got %v", p)
+	}
+	// A running exec can be attached by id.
+	done := make(chan obj, 1)
+	go func() {
+		r, _ := call(t, conn, "exec", obj{"command": "echo live; read x; echo after", "id": "att", "stdin": ""})
+		done <- r
+	}()
+	waitLog(t, conn, "att", "live")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, _, err := conn.Open(ctx, "process", 64<<10, obj{"id": "att"})
+	if err != nil {
+		t.Fatalf("OPEN a running exec: %v", err)
+	}
+	defer ch.Close()
+	out := drainProcess(t, events(ch), 5*time.Second)
+	if string(out.stdout) != "live\nafter\n" || len(out.ctrls) != 1 || out.ctrls[0]["op"] != "exit" {
+		t.Fatalf("attached exec: got %+v", out)
+	}
+	if r := recvOrTimeout(t, done, 5*time.Second); r["stdout"] != "live\nafter\n" {
+		t.Fatalf("exec result: got %v", r)
+	}
+}
