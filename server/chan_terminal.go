@@ -31,10 +31,10 @@ type terminalOpenMeta struct {
 
 // ctrlOp is a client CTRL payload on terminal and process channels.
 type ctrlOp struct {
-	Op     string `json:"op"`
-	Cols   int    `json:"cols"`
-	Rows   int    `json:"rows"`
-	Signal string `json:"signal"`
+	Op     string      `json:"op"`
+	Cols   int         `json:"cols"`
+	Rows   int         `json:"rows"`
+	Signal signalParam `json:"signal"`
 }
 
 func (b *backend) openTerminal(ctx context.Context, ch *mux.Channel, params json.RawMessage) (any, error) {

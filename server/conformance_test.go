@@ -130,6 +130,9 @@ func TestRPCErrorCodesConform(t *testing.T) {
 		{"process.wait timeout", "process.wait", obj{"id": "p-run", "timeoutMs": 10}, mux.CodeTimeout},
 		{"process.kill unknown", "process.kill", obj{"id": "nope"}, mux.CodeNotFound},
 		{"process.kill bad signal", "process.kill", obj{"id": "p-run", "signal": "BOGUS"}, mux.CodeInvalidParams},
+		{"process.kill signal 0", "process.kill", obj{"id": "p-run", "signal": 0}, mux.CodeInvalidParams},
+		{"process.kill signal a float", "process.kill", obj{"id": "p-run", "signal": 1.5}, mux.CodeInvalidParams},
+		{"process.kill signal an object", "process.kill", obj{"id": "p-run", "signal": obj{}}, mux.CodeInvalidParams},
 		{"process.kill negative grace", "process.kill", obj{"id": "p-run", "graceMs": -1}, mux.CodeInvalidParams},
 		{"process.remove unknown", "process.remove", obj{"id": "nope"}, mux.CodeNotFound},
 		{"process.waitForLog unknown", "process.waitForLog", obj{"id": "nope", "pattern": "x"}, mux.CodeNotFound},
@@ -203,6 +206,7 @@ func TestProcessObjectConforms(t *testing.T) {
 		{"kill default TERM", obj{"command": "sleep 30"}, obj{}, "killed", nil, "TERM", false},
 		{"kill SIGTERM", obj{"command": "sleep 30"}, obj{"signal": "SIGTERM"}, "killed", nil, "TERM", false},
 		{"kill by number", obj{"command": "sleep 30"}, obj{"signal": "9"}, "killed", nil, "KILL", false},
+		{"kill by JSON number", obj{"command": "sleep 30"}, obj{"signal": 15}, "killed", nil, "TERM", false},
 		{"kill INT", obj{"command": "sleep 30"}, obj{"signal": "INT"}, "killed", nil, "INT", false},
 		{"timeout", obj{"command": "sleep 30", "timeoutMs": 50}, nil, "timed_out", nil, "*", false},
 	}
@@ -1053,7 +1057,7 @@ func TestTerminalChannelCtrlConforms(t *testing.T) {
 		t.Fatalf("after resize: got %v", l)
 	}
 	// signal INT reaches the foreground job: sleep 30 ends at once.
-	if err := in.SendCtrl(op{"op": "signal", "signal": "INT"}); err != nil {
+	if err := in.SendCtrl(op{"op": "signal", "signal": 2}); err != nil { // SIGINT, as a JSON number
 		t.Fatal(err)
 	}
 	if _, err := in.Write([]byte("echo done-$((2+3))\n")); err != nil {

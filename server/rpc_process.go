@@ -218,9 +218,9 @@ func (b *backend) processWait(ctx context.Context, c *mux.Conn, params json.RawM
 }
 
 type processKillParams struct {
-	ID      string `json:"id"`
-	Signal  string `json:"signal"`
-	GraceMs *int64 `json:"graceMs"`
+	ID      string      `json:"id"`
+	Signal  signalParam `json:"signal"`
+	GraceMs *int64      `json:"graceMs"`
 }
 
 func (b *backend) processKill(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {

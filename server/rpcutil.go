@@ -37,12 +37,13 @@ func need(name, v string) error {
 	return nil
 }
 
-// parseSignal accepts TERM, SIGTERM, 15; empty means def.
-func parseSignal(s string, def syscall.Signal) (syscall.Signal, error) {
+// parseSignal accepts TERM, SIGTERM, 15; empty means def. It takes a
+// string or a signalParam (a JSON string or number).
+func parseSignal[S ~string](s S, def syscall.Signal) (syscall.Signal, error) {
 	if s == "" {
 		return def, nil
 	}
-	sig, err := proc.ParseSignal(s)
+	sig, err := proc.ParseSignal(string(s))
 	if err != nil {
 		return 0, mux.ErrInvalidParams(fmt.Sprintf("unknown signal %q (use a name like TERM, INT, KILL)", s))
 	}
