@@ -294,6 +294,19 @@ func (s *session) await(ctx context.Context, exitPath string, withStdin bool, ti
 // pipe serve the lazy drains, the timeout and cancellation. It reports
 // false if the pipe ended while the shell lives on.
 func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow func()) (outcome, bool) {
+	start := time.Now()
+	fast := lazyDrainDelay
+	if timeout > 0 && timeout < fast {
+		fast = timeout
+	}
+	line, complete, _ := fastMarker(s.ctl, nil, fast)
+	if complete {
+		code, rest, ok := takeMarker(line)
+		if ok {
+			return outcome{code: code}, true
+		}
+		line = rest
+	}
 	var cancelled atomic.Bool
 	stop := context.AfterFunc(ctx, func() {
 		cancelled.Store(true)
@@ -301,7 +314,6 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 	})
 	defer stop()
 	defer func() { _ = s.ctl.SetReadDeadline(time.Time{}) }() // Best effort: reset for the next command.
-	start := time.Now()
 	var timeoutAt, slowAt, graceAt time.Time
 	if timeout > 0 {
 		timeoutAt = start.Add(timeout)
@@ -311,7 +323,6 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 	}
 	handled := false
 	var buf [32]byte
-	var line []byte
 	for range 1 << 40 { // bounded by the deadlines below and the shell's life
 		if cancelled.Load() && !handled {
 			// rpc.cancel: Ctrl-C first; a command that ignores it costs
@@ -327,14 +338,11 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 		n, err := s.ctl.Read(buf[:])
 		if n > 0 {
 			line = append(line, buf[:n]...)
-			if i := bytes.IndexByte(line, '\n'); i >= 0 {
-				// Only the wrapper writes the control pipe, one command
-				// at a time: any marker is this command's.
-				if code, ok := parseMarker(string(line[:i])); ok {
-					return outcome{code: code}, true
-				}
-				line = line[i+1:]
+			code, rest, ok := takeMarker(line)
+			if ok {
+				return outcome{code: code}, true
 			}
+			line = rest
 			continue
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -363,6 +371,23 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 		}
 	}
 	return outcome{}, false
+}
+
+// takeMarker parses the complete lines of line: only the wrapper writes
+// the control pipe, one command at a time, so any marker is this
+// command's. rest is the incomplete tail.
+func takeMarker(line []byte) (code int, rest []byte, ok bool) {
+	for range len(line) + 1 { // bounded: each turn drops a line
+		i := bytes.IndexByte(line, '\n')
+		if i < 0 {
+			return 0, line, false
+		}
+		if code, ok := parseMarker(string(line[:i])); ok {
+			return code, nil, true
+		}
+		line = line[i+1:]
+	}
+	return 0, line, false
 }
 
 // earliest returns the earliest non-zero time, or zero (no deadline).
