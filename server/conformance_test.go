@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"regexp"
 	"sort"
 	"strings"
@@ -1169,4 +1170,78 @@ func TestExecOutputLimitsConform(t *testing.T) {
 	if r := recvOrTimeout(t, done, 5*time.Second); r["stdout"] != "live\nafter\n" {
 		t.Fatalf("exec result: got %v", r)
 	}
+}
+
+func TestResourcesOutliveTheSocketConform(t *testing.T) {
+	closed := make(chan struct{}, 16)
+	_, url := testServer(t, func(c *Config) {
+		c.Logger = slog.New(msgHook{"connection closed", closed})
+	})
+	notes := make(chan [2]any, 64)
+	watcher := rawConn(t, url, client.Options{NoReconnect: true, OnNotify: func(m string, p json.RawMessage) {
+		var o obj
+		_ = json.Unmarshal(p, &o)
+		select {
+		case notes <- [2]any{m, o}:
+		default:
+		}
+	}})
+	r := dialRaw(t, url)
+	r.send(0x09, 0, []byte(`{"jsonrpc":"2.0","id":1,"method":"exec","params":{"id":"survivor","command":"echo up; exec sleep 30"}}`))
+	r.send(0x09, 0, []byte(`{"jsonrpc":"2.0","id":2,"method":"process.start","params":{"id":"other","command":"exit 3"}}`))
+	// Notifications reach every connection.
+	if n := waitNote(t, notes, "process.exited"); n["id"] != "other" || n["exitCode"] != 3.0 {
+		t.Fatalf("process.exited on another connection: got %v", n)
+	}
+	waitLog(t, watcher, "survivor", "up")
+	_ = r.ws.CloseNow() // abandons the pending exec, which goes on
+	recvOrTimeout(t, closed, 5*time.Second)
+	if p := mustCall(t, watcher, "process.get", obj{"id": "survivor"}); p["status"] != "running" {
+		t.Fatalf("exec after its socket closed: got %v", p)
+	}
+	mustCall(t, watcher, "process.kill", obj{"id": "survivor", "signal": "INT"})
+	p := mustCall(t, watcher, "process.wait", obj{"id": "survivor", "timeoutMs": 5000})
+	if p["status"] != "killed" || p["signal"] != "INT" || p["stdoutBytes"] != 3.0 {
+		t.Fatalf("abandoned exec after kill: got %v", p)
+	}
+
+	// terminal.create from a session's cwd and env; attachments counted.
+	dir := t.TempDir()
+	mustCall(t, watcher, "session.create", obj{"id": "s", "cwd": dir, "env": obj{"FOO": "from-session"}})
+	mustCall(t, watcher, "terminal.create", obj{"id": "t", "shell": "bash", "sessionId": "s"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, _, err := watcher.Open(ctx, "terminal", 64<<10, obj{"id": "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events(ch)
+	if l := mustCall(t, watcher, "terminal.list", nil)["terminals"].([]any)[0].(obj); l["attachments"] != 1.0 {
+		t.Fatalf("attachments: got %v", l)
+	}
+	if _, err := ch.Write([]byte("echo \"$(pwd)|$FOO|${MUXD_TOKEN-none}\"\n")); err != nil {
+		t.Fatal(err)
+	}
+	readUntilData(t, evs, dir+"|from-session|none", 5*time.Second)
+	ch.Close()
+}
+
+// msgHook is a slog handler that signals each record with message msg:
+// tests wait on the daemon's own log instead of sleeping.
+type msgHook struct {
+	msg string
+	c   chan<- struct{}
+}
+
+func (h msgHook) Enabled(context.Context, slog.Level) bool { return true }
+func (h msgHook) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h msgHook) WithGroup(string) slog.Handler            { return h }
+func (h msgHook) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.c <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }
