@@ -522,6 +522,11 @@ func TestTerminalChannelConforms(t *testing.T) {
 	if got["exited"] != true || got["exitCode"] != 5.0 || got["signal"] != nil {
 		t.Fatalf("exited Terminal: got %v", got)
 	}
+	_, err = call(t, conn, "terminal.update", obj{"id": "t1", "cols": 90})
+	wantErr(t, "resize of an exited terminal", err, mux.CodeNotWritable)
+	if u := mustCall(t, conn, "terminal.update", obj{"id": "t1", "title": "done"}); u["title"] != "done" || u["exited"] != true {
+		t.Fatalf("retitle of an exited terminal: got %v", u)
+	}
 	again, _, err := conn.Open(ctx, "terminal", 64<<10, obj{"id": "t1"})
 	if err != nil {
 		t.Fatalf("OPEN exited: %v", err)
