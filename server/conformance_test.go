@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -104,9 +106,12 @@ func TestRPCErrorCodesConform(t *testing.T) {
 	_, url := testServer(t, nil)
 	conn := rawConn(t, url, client.Options{NoReconnect: true})
 	mustCall(t, conn, "session.create", obj{"id": "s-dead"})
-	if _, err := call(t, conn, "exec", obj{"command": "exit 7", "sessionId": "s-dead"}); err != nil {
-		t.Fatalf("exec exit 7: %v", err)
+	if r, err := call(t, conn, "exec", obj{"command": "exit 7", "sessionId": "s-dead"}); err != nil || r["exitCode"] != 7.0 {
+		t.Fatalf("exec exit 7 in a session: got %v, %v; want exitCode 7", r, err)
 	}
+	mustCall(t, conn, "session.create", obj{"id": "s-errexit"})
+	mustCall(t, conn, "exec", obj{"command": "set -e", "sessionId": "s-errexit"})
+	mustCall(t, conn, "exec", obj{"command": "false", "sessionId": "s-errexit"})
 	mustCall(t, conn, "process.start", obj{"command": "sleep 30", "id": "p-run"})
 	t.Cleanup(func() { _, _ = call(t, conn, "process.kill", obj{"id": "p-run", "signal": "KILL"}) })
 	mustCall(t, conn, "session.create", obj{"id": "s-ok"})
@@ -154,6 +159,8 @@ func TestRPCErrorCodesConform(t *testing.T) {
 		{"exec negative timeout", "exec", obj{"command": "true", "timeoutMs": -5}, mux.CodeInvalidParams},
 		{"exec unknown session", "exec", obj{"command": "true", "sessionId": "nope"}, mux.CodeNotFound},
 		{"exec dead session", "exec", obj{"command": "true", "sessionId": "s-dead"}, mux.CodeSessionDead},
+		{"exec after set -e and a failure", "exec", obj{"command": "true", "sessionId": "s-errexit"}, mux.CodeSessionDead},
+		{"terminal.create from a dead session", "terminal.create", obj{"sessionId": "s-dead"}, mux.CodeSessionDead},
 		{"exec reused running id", "exec", obj{"command": "true", "id": "p-run"}, mux.CodeAlreadyExists},
 		{"session.create existing id", "session.create", obj{"id": "s-ok"}, mux.CodeAlreadyExists},
 		{"session.interrupt unknown", "session.interrupt", obj{"id": "nope"}, mux.CodeNotFound},
@@ -314,6 +321,16 @@ func TestServerInfoConforms(t *testing.T) {
 	wantKeys(t, "server.info", info, "version,protocol,boot,limits,pid,dataDir")
 	limits, _ := info["limits"].(obj)
 	wantKeys(t, "limits", limits, "maxFrame,maxChannels,maxRpcRequest,maxRpcResponse,maxRpcInflight,inputWindow")
+	want := obj{"maxFrame": 32768.0, "maxChannels": 1024.0, "maxRpcRequest": 1048576.0, "maxRpcResponse": 4194304.0,
+		"maxRpcInflight": 32.0, "inputWindow": 65536.0}
+	for k, v := range want {
+		if limits[k] != v {
+			t.Fatalf("default limit %s: got %v, want %v", k, limits[k], v)
+		}
+	}
+	if info["protocol"] != "wsmux/1" || info["pid"] == 0.0 || info["dataDir"] == "" {
+		t.Fatalf("server.info: got %v", info)
+	}
 	if info["boot"] != conn.Hello().Boot {
 		t.Fatalf("boot: got %v, HELLO said %v", info["boot"], conn.Hello().Boot)
 	}
@@ -1249,4 +1266,37 @@ func (h msgHook) Handle(_ context.Context, r slog.Record) error {
 		}
 	}
 	return nil
+}
+
+func TestPrunedTerminalsLeaveNoGoroutinesOrFDs(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.MaxTerminals = 2 })
+	exited := make(chan string, 64)
+	conn := rawConn(t, url, client.Options{NoReconnect: true, OnNotify: func(m string, p json.RawMessage) {
+		var o obj
+		if m == "terminal.exited" && json.Unmarshal(p, &o) == nil {
+			exited <- o["id"].(string)
+		}
+	}})
+	mustCall(t, conn, "terminal.create", obj{"id": "live", "shell": "bash"})
+	create := func(id string) {
+		t.Helper()
+		mustCall(t, conn, "terminal.create", obj{"id": id, "shell": "true"})
+		if got := recvOrTimeout(t, exited, 5*time.Second); got != id {
+			t.Fatalf("terminal.exited for %s, want %s", got, id)
+		}
+	}
+	create("warm")
+	g0, fd0 := runtime.NumGoroutine(), openFDs()
+	for i := range 20 {
+		create(fmt.Sprintf("x%d", i)) // prunes the one before
+	}
+	if l := mustCall(t, conn, "terminal.list", nil)["terminals"].([]any); len(l) != 2 {
+		t.Fatalf("terminal.list: got %d terminals, want 2", len(l))
+	}
+	if g := settle(runtime.NumGoroutine, g0+2, 10*time.Second); g > g0+2 {
+		t.Fatalf("goroutines: %d before, %d after 20 pruned terminals", g0, g)
+	}
+	if fd := settle(openFDs, fd0+2, 10*time.Second); fd > fd0+2 {
+		t.Fatalf("open fds: %d before, %d after 20 pruned terminals", fd0, fd)
+	}
 }
