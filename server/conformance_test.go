@@ -1300,3 +1300,41 @@ func TestPrunedTerminalsLeaveNoGoroutinesOrFDs(t *testing.T) {
 		t.Fatalf("open fds: %d before, %d after 20 pruned terminals", fd0, fd)
 	}
 }
+
+func TestReusedIDsGetANewInstance(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tests := []struct {
+		kind   string
+		create func() obj
+	}{
+		{"process", func() obj {
+			p := mustCall(t, conn, "process.start", obj{"id": "x", "command": "true"})
+			mustCall(t, conn, "process.wait", obj{"id": "x"})
+			return p
+		}},
+		{"terminal", func() obj {
+			_, _ = call(t, conn, "terminal.destroy", obj{"id": "x"})
+			return mustCall(t, conn, "terminal.create", obj{"id": "x", "shell": "bash"})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			old := tt.create()
+			cur := tt.create()
+			if old["instance"] == cur["instance"] {
+				t.Fatalf("instance reused: %v", cur["instance"])
+			}
+			_, _, err := conn.Open(ctx, tt.kind, 64<<10, obj{"id": "x", "instance": old["instance"]})
+			wantErr(t, "OPEN with the old instance", err, mux.CodeGone)
+			ch, _, err := conn.Open(ctx, tt.kind, 64<<10, obj{"id": "x", "instance": cur["instance"]})
+			if err != nil {
+				t.Fatalf("OPEN with the current instance: %v", err)
+			}
+			_ = ch.Close()
+		})
+	}
+	mustCall(t, conn, "terminal.destroy", obj{"id": "x"})
+}
