@@ -263,6 +263,8 @@ func TestProcessObjectConforms(t *testing.T) {
 }
 
 func TestExecResultAndRecordConform(t *testing.T) {
+	t.Setenv("MUXD_AUDIT_SECRET", "leak")
+	t.Setenv("BASH_ENV", "/nonexistent/bash_env")
 	_, url := testServer(t, nil)
 	conn := rawConn(t, url, client.Options{NoReconnect: true})
 	res := mustCall(t, conn, "exec", obj{"command": "printf out; printf err >&2; exit 4", "id": "e1"})
@@ -304,6 +306,10 @@ func TestExecResultAndRecordConform(t *testing.T) {
 			func(r obj) bool { return r["stdout"] == "hi" }},
 		{"env null unsets", obj{"command": "echo ${HOME-unset}", "env": obj{"HOME": nil}},
 			func(r obj) bool { return r["stdout"] == "unset\n" }},
+		{"daemon variables hidden", obj{"command": "echo ${MUXD_AUDIT_SECRET-none}:${BASH_ENV-none}"},
+			func(r obj) bool { return r["stdout"] == "none:none\n" }},
+		{"unless given explicitly", obj{"command": "echo $MUXD_X", "env": obj{"MUXD_X": "1"}},
+			func(r obj) bool { return r["stdout"] == "1\n" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
