@@ -73,9 +73,11 @@ func defaultRuntimeDir(dataDir string) string {
 	return filepath.Join(dataDir, "s")
 }
 
-// Close kills every session and process tree (KillGrace, then SIGKILL),
-// waits for them to be reaped or ctx to end, and removes the data
-// directory's contents. Later calls fail with ErrClosed.
+// Close kills every session and process tree in parallel (KillGrace, then
+// SIGKILL), waits for them to be reaped or ctx to end, and removes the
+// data directory's contents; if ctx ends first it returns ctx's error and
+// the removal follows the kills in the background. Later calls fail with
+// ErrClosed.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -112,22 +114,29 @@ func (e *Engine) Close(ctx context.Context) error {
 		wg.Wait()
 		close(killed)
 	}()
-	var err error
+	cleanup := func() {
+		for _, p := range procs {
+			p.removeFiles()
+		}
+		for _, s := range sessions {
+			s.removeFiles()
+		}
+		e.watcher.close()
+		_ = os.RemoveAll(e.procDir) // Best effort.
+		_ = os.RemoveAll(e.sessDir) // Best effort.
+	}
 	select {
 	case <-killed:
+		cleanup()
+		return nil
 	case <-ctx.Done():
-		err = ctx.Err()
+		// The files go once the trees are gone, in the background.
+		go func() {
+			<-killed
+			cleanup()
+		}()
+		return ctx.Err()
 	}
-	for _, p := range procs {
-		p.removeFiles()
-	}
-	for _, s := range sessions {
-		s.removeFiles()
-	}
-	e.watcher.close()
-	_ = os.RemoveAll(e.procDir) // Best effort.
-	_ = os.RemoveAll(e.sessDir) // Best effort.
-	return err
 }
 
 // Subscribe registers fn for process events. fn is called from the

@@ -89,7 +89,7 @@ func TestSessionCompletesThroughExitRecordWhenControlFDIsGone(t *testing.T) {
 	if err := s.turn.lock(ctxT(t, time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.stdin.WriteString("exec 3>&-\n"); err != nil {
+	if _, err := s.stdin.WriteString("exec >&-\n"); err != nil {
 		t.Fatal(err)
 	}
 	s.turn.unlock()

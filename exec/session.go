@@ -28,8 +28,8 @@ type session struct {
 	dir       string        // command files, FIFOs and exit records
 	child     *proc.Process
 	stdin     *os.File // command lines; written only by the turn holder
-	ctl       *os.File // read end of the control pipe (fd 3 in the shell); read only by the turn holder
-	shellOut  *tail    // the shell's own stdout/stderr (traces, dying words)
+	ctl       *os.File // read end of the control pipe (the shell's stdout); read only by the turn holder
+	shellOut  *tail    // the shell's own stderr (traces, dying words)
 
 	// The turn holder's files: the command file D/c, kept open and
 	// rewritten in place (tmpfs), and the output FIFOs D/o and D/e.
@@ -161,10 +161,12 @@ func (s *session) start(env []string) error {
 		closeAll(inR, inW, ctlR, ctlW)
 		return fmt.Errorf("exec: pipe: %w", err)
 	}
+	// The control pipe is the shell's stdout: every command runs with its
+	// stdout on a FIFO (bash keeps the pipe in a close-on-exec copy), and
+	// the marker needs no redirection of its own.
 	child, err := proc.Start(proc.Spec{
 		Path: s.e.cfg.Shell, Args: []string{"bash", "--noprofile", "--norc"},
-		Dir: s.cwd, Env: env, Stdin: inR, Stdout: outW, Stderr: outW,
-		ExtraFiles: []*os.File{ctlW},
+		Dir: s.cwd, Env: env, Stdin: inR, Stdout: ctlW, Stderr: outW,
 	})
 	closeAll(inR, ctlW, outW)
 	if err != nil {
@@ -313,6 +315,19 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 		_ = s.ctl.SetReadDeadline(time.Now()) // Best effort: wakes the read.
 	})
 	defer stop()
+	// The shell's end wakes the read too: a background subshell of the
+	// command may hold a copy of the pipe, so EOF may never come.
+	var died atomic.Bool
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go func() {
+		select {
+		case <-s.child.Done():
+			died.Store(true)
+			_ = s.ctl.SetReadDeadline(time.Now()) // Best effort: wakes the read.
+		case <-watchDone:
+		}
+	}()
 	defer func() { _ = s.ctl.SetReadDeadline(time.Time{}) }() // Best effort: reset for the next command.
 	var timeoutAt, slowAt, graceAt time.Time
 	if timeout > 0 {
@@ -335,6 +350,9 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 		if cancelled.Load() && !handled {
 			continue // the cancel's deadline may have been overwritten
 		}
+		if died.Load() {
+			return s.waitDeath(), true
+		}
 		n, err := s.ctl.Read(buf[:])
 		if n > 0 {
 			line = append(line, buf[:n]...)
@@ -347,7 +365,7 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			// EOF: only the shell holds the pipe's write end (commands
-			// run with fd 3 closed), so it is dying, or it lost fd 3.
+			// run with stdout on a FIFO), so it is dying, or it lost it.
 			select {
 			case <-s.child.Done():
 				return s.waitDeath(), true

@@ -77,6 +77,7 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 		{"IFS", "IFS=0123456789"},
 		{"trap INT", "trap 'echo trapped' INT"},
 		{"stdout redirected", "exec >/dev/null 2>&1"},
+		{"stdout closed", "exec >&- 2>&-"},
 	}
 	e := newTestEngine(t)
 	for _, tc := range tests {
@@ -106,6 +107,7 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 		{"exec bash", "exec bash", 0, "exit 0"},
 		{"exec sleep", "exec sleep 1", 0, "exit 0"},
 		{"exec bash running a command", "exec bash -c 'sleep 0.3; exit 4'", 4, "exit 4"},
+		{"exit leaving a subshell", "(sleep 10; echo late) & exit 5", 5, "exit 5"},
 		{"unset parameter", "echo ${X:?must be set}", 127, "must be set"},
 	}
 	e := newTestEngine(t)

@@ -12,9 +12,9 @@ import (
 // changes. The wrapper text is:
 //
 //	\builtin trap '\builtin return 130 2>/dev/null' INT
-//	{ \builtin source D/c;} <IN >|D/o 2>|D/e 3>&-
+//	{ \builtin source D/c;} <IN >|D/o 2>|D/e
 //	__muxd_rc=$?
-//	\builtin printf '%s\n' "$__muxd_rc" >&3 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	\builtin printf '%s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
 // Why each piece:
 //   - `\builtin` everywhere: aliases (`alias printf=...`) and functions
@@ -23,16 +23,19 @@ import (
 //     functions/aliases persist; its text is sourced from a file, so
 //     unbalanced quotes, heredocs and syntax errors cannot wedge the
 //     parser reading stdin.
-//   - fd 3 (the control pipe) is closed for the group: the user's
-//     `exec 3>&-` only touches the group's copy, which bash restores, and
-//     nothing the command starts can write a fake marker.
+//   - the control pipe is the shell's own stdout, which the group
+//     redirects to the FIFO: the marker costs no redirection (each one is
+//     ~8 syscalls, ~1-2 µs each on a VM), the user's `exec >&-` or
+//     `exec >file` only touches the group's copy, which bash restores,
+//     and bash keeps the pipe meanwhile in a close-on-exec fd, so the
+//     programs the command starts cannot write a fake marker.
 //   - `>|` writes through `set -o noclobber`; paths are quoted literals
 //     and the expansion is quoted against IFS changes; `$?` is always
 //     set, so `set -u` is harmless.
 //   - the INT trap makes Ctrl-C (session.interrupt) return from the
 //     sourced command even in a builtin-only loop; outside a sourced file
 //     the `return` fails silently and the marker is still written.
-//   - if fd 3 is unusable, the exit record file is the fallback, picked up
+//   - if the pipe is unusable, the exit record file is the fallback, picked up
 //     by the exit watcher.
 //   - stdin is /dev/null unless bytes were given, so readers get EOF.
 //   - eval of a variable keeps the line short: bash reads a pipe one byte
@@ -54,8 +57,8 @@ func wrapperText(dir string, withStdin bool) string {
 		in = shQuote(dir + "/i")
 	}
 	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source ` + shQuote(dir+"/c") + `;} <` + in +
-		` >|` + shQuote(dir+"/o") + ` 2>|` + shQuote(dir+"/e") + ` 3>&-;__muxd_rc=$?;` +
-		`\builtin printf '%s\n' "$__muxd_rc" >&3||\builtin printf '%s\n' "$__muxd_rc" >|` + shQuote(dir+"/x/x")
+		` >|` + shQuote(dir+"/o") + ` 2>|` + shQuote(dir+"/e") + `;__muxd_rc=$?;` +
+		`\builtin printf '%s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + shQuote(dir+"/x/x")
 }
 
 // setupLine is the shell's first input: the readonly variables of the
