@@ -22,15 +22,22 @@
 //
 // # Session commands and completion
 //
-// A session command's text goes to a fresh file that the shell sources as
-// a group command in the main shell, with fresh output FIFOs, stdin from
-// /dev/null (or a file of the given bytes) and the control fd closed; then
-// `\builtin printf` writes `$?` to fd 3, a pipe the engine reads (the
-// in-band marker) straight from the goroutine that runs the command, with
-// read deadlines for timeouts, cancellation and the lazy drains: no
-// hand-off on the hot path, and no goroutine per idle session for it. The wrapper is explained in wrapper.go; it survives
-// aliases and functions named like builtins, noclobber, nounset, xtrace,
-// `exec 3>&-`, IFS changes and user INT traps.
+// A session command's text goes to the session's command file (fixed
+// paths per session, rewritten in place on tmpfs), which the shell sources
+// as a group command in the main shell, with stdout and stderr on the
+// session's output FIFOs and stdin from /dev/null (or a file of the given
+// bytes); then `\builtin printf` writes `$?` to the shell's own stdout,
+// the control pipe the engine reads (the in-band marker) straight from the
+// goroutine that runs the command: ppoll for the first 2 ms, then read
+// deadlines for timeouts, cancellation and the lazy drains. No hand-off on
+// the hot path, and no goroutine per idle session. The wrapper is
+// explained in wrapper.go; it survives aliases and functions named like
+// builtins, noclobber, nounset, xtrace, `exec >&-`, `exec 3>&-`, IFS
+// changes and user INT traps.
+//
+// The FIFOs are reused while no writer outlives its command; one that a
+// background job still holds is replaced by a fresh FIFO at the same path
+// and drained to nowhere.
 //
 // Why the marker and not the seed's exit file: an exit file written with
 // tmp + `mv` costs a fork (~1 ms) and its 50 ms poll far more; the marker
@@ -39,8 +46,9 @@
 // "STATUS\n" to an exit file with a builtin redirect, picked up by the
 // exit watcher (fsnotify, plus polling that works alone; see exitwatch.go).
 // If the shell itself ends (`exit 7`, `set -e; false`, `${X:?}`, `exec`),
-// its pidfd says so: the command gets the shell's status and the session
-// is dead with bash's last words. EOF on an output pipe is never a
+// its pidfd says so (even while a background subshell holds the pipe):
+// the command gets the shell's status and the session is dead with
+// bash's last words. EOF on an output pipe is never a
 // completion signal: a command that leaves `sleep 100 &` running still
 // completes.
 //
