@@ -1077,7 +1077,7 @@ func TestTerminalChannelCtrlConforms(t *testing.T) {
 	if s, data := untilCtrl(t, inEvs, "sync", 5*time.Second); s["offset"] != im["end"] || len(data) != 0 {
 		t.Fatalf("from past the end: sync %v after %q, want offset %v and no replay", s, data, im["end"])
 	}
-	if _, err := in.Write([]byte("stty size; echo start-$((1)); sleep 30\n")); err != nil {
+	if _, err := in.Write([]byte("stty size; sh -c 'echo start-$((1)); exec sleep 30'\n")); err != nil {
 		t.Fatal(err)
 	}
 	readUntilData(t, evs, "30 100", 5*time.Second)
