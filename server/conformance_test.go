@@ -1080,8 +1080,9 @@ func TestTerminalChannelCtrlConforms(t *testing.T) {
 	if _, err := in.Write([]byte("stty size; sh -c 'echo start-$((1)); exec sleep 30'\n")); err != nil {
 		t.Fatal(err)
 	}
-	readUntilData(t, evs, "30 100", 5*time.Second)
-	readUntilData(t, evs, "start-1", 5*time.Second)
+	if got := readUntilData(t, evs, "start-1", 5*time.Second); !strings.Contains(got, "30 100") {
+		t.Fatalf("stty size after resizes: got %q, want 30 100", got)
+	}
 	if l := mustCall(t, conn, "terminal.list", nil)["terminals"].([]any)[0].(obj); l["cols"] != 100.0 || l["rows"] != 30.0 {
 		t.Fatalf("after resize: got %v", l)
 	}
@@ -1130,8 +1131,9 @@ func TestTerminalChannelCtrlConforms(t *testing.T) {
 	}
 }
 
-// readUntilData reads DATA (skipping CTRL) until it contains want.
-func readUntilData(t *testing.T, evs <-chan chEvent, want string, d time.Duration) {
+// readUntilData reads DATA (skipping CTRL) until it contains want, and
+// returns what it read (the last 1 MiB at most).
+func readUntilData(t *testing.T, evs <-chan chEvent, want string, d time.Duration) string {
 	t.Helper()
 	var data []byte
 	deadline := time.After(d)
@@ -1149,6 +1151,7 @@ func readUntilData(t *testing.T, evs <-chan chEvent, want string, d time.Duratio
 			t.Fatalf("no %q within %v", want, d)
 		}
 	}
+	return string(data)
 }
 
 func TestExecOutputLimitsConform(t *testing.T) {
