@@ -3,12 +3,14 @@ package exec
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,6 +31,7 @@ type session struct {
 	child     *proc.Process
 	stdin     *os.File // command lines; written only by the turn holder
 	ctl       *os.File // read end of the control pipe (the shell's stdout); read only by the turn holder
+	mark      string   // the marker lines' random token (see wrapper.go)
 	shellOut  *tail    // the shell's own stderr (traces, dying words)
 
 	// The turn holder's files: the command file D/c, kept open and
@@ -147,6 +150,7 @@ func (s *session) start(env []string) error {
 	}
 	s.cmdFile = cf
 	s.fifos = newFIFOs(s.path("o"), s.path("e"))
+	s.mark = rand.Text()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("exec: pipe: %w", err)
@@ -176,7 +180,7 @@ func (s *session) start(env []string) error {
 	s.mu.Lock() // kill (from Close) may look at child concurrently
 	s.child, s.stdin, s.ctl = child, inW, ctlR
 	s.mu.Unlock()
-	if _, err := inW.WriteString(setupLine(s.dir)); err != nil {
+	if _, err := inW.WriteString(setupLine(s.dir, s.mark)); err != nil {
 		_ = child.KillTree(unix.SIGKILL, 0) // Best effort.
 		closeAll(inW, ctlR, outR)
 		return fmt.Errorf("exec: start session shell: %w", err)
@@ -303,7 +307,7 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 	}
 	line, complete, _ := fastMarker(s.ctl, nil, fast)
 	if complete {
-		code, rest, ok := takeMarker(line)
+		code, rest, ok := takeMarker(line, s.mark)
 		if ok {
 			return outcome{code: code}, true
 		}
@@ -356,7 +360,7 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 		n, err := s.ctl.Read(buf[:])
 		if n > 0 {
 			line = append(line, buf[:n]...)
-			code, rest, ok := takeMarker(line)
+			code, rest, ok := takeMarker(line, s.mark)
 			if ok {
 				return outcome{code: code}, true
 			}
@@ -391,17 +395,20 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 	return outcome{}, false
 }
 
-// takeMarker parses the complete lines of line: only the wrapper writes
-// the control pipe, one command at a time, so any marker is this
-// command's. rest is the incomplete tail.
-func takeMarker(line []byte) (code int, rest []byte, ok bool) {
+// takeMarker parses the complete lines of line for "MARK STATUS": the
+// wrapper writes one per command, one command at a time, so a marker is
+// this command's; other lines (the user's top-level trap output) are
+// dropped. rest is the incomplete tail.
+func takeMarker(line []byte, mark string) (code int, rest []byte, ok bool) {
 	for range len(line) + 1 { // bounded: each turn drops a line
 		i := bytes.IndexByte(line, '\n')
 		if i < 0 {
 			return 0, line, false
 		}
-		if code, ok := parseMarker(string(line[:i])); ok {
-			return code, nil, true
+		if l, found := strings.CutPrefix(string(line[:i]), mark+" "); found {
+			if code, ok := parseMarker(l); ok {
+				return code, nil, true
+			}
 		}
 		line = line[i+1:]
 	}

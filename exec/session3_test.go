@@ -62,3 +62,28 @@ func TestSnapshotAcrossFilesystems(t *testing.T) {
 		t.Fatalf("snapshot %q (%v), want the export and the cwd", body, err)
 	}
 }
+
+// Traps run at the top level too (between the wrapper's commands), where
+// stdout is the control pipe: what they print must never pass for a
+// status, nor shift a marker onto the next command.
+func TestSessionTopLevelTrapOutputIsNotAMarker(t *testing.T) {
+	tests := []struct{ name, setup string }{
+		{"DEBUG trap printing numbers", "trap 'echo 0; echo 1 >&2' DEBUG"},
+		{"ERR trap printing numbers", "trap 'echo 3' ERR"},
+		{"RETURN trap", "trap 'echo 7' RETURN"},
+	}
+	e := newTestEngine(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := newSession(t, e, SessionOptions{})
+			defer e.DeleteSession(sid)
+			mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.setup})
+			for i := range 3 {
+				r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo ok" + strconv.Itoa(i) + "; (exit 10)"})
+				if code(r) != 10 || !strings.Contains(string(r.Stdout), "ok"+strconv.Itoa(i)+"\n") {
+					t.Fatalf("run %d: stdout %q code %d, want ok%d and 10", i, r.Stdout, code(r), i)
+				}
+			}
+		})
+	}
+}

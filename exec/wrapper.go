@@ -14,7 +14,7 @@ import (
 //	\builtin trap '\builtin return 130 2>/dev/null' INT
 //	{ \builtin source D/c;} <IN >|D/o 2>|D/e
 //	__muxd_rc=$?
-//	\builtin printf '%s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	\builtin printf 'MARK %s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
 // Why each piece:
 //   - `\builtin` everywhere: aliases (`alias printf=...`) and functions
@@ -29,6 +29,9 @@ import (
 //     `exec >file` only touches the group's copy, which bash restores,
 //     and bash keeps the pipe meanwhile in a close-on-exec fd, so the
 //     programs the command starts cannot write a fake marker.
+//   - MARK is a random per-session token: what the user's DEBUG, ERR or
+//     RETURN traps print at top level also lands on the shell's stdout,
+//     and a trap printing a bare number must not pass for a status.
 //   - `>|` writes through `set -o noclobber`; paths are quoted literals
 //     and the expansion is quoted against IFS changes; `$?` is always
 //     set, so `set -u` is harmless.
@@ -50,22 +53,23 @@ func wrapperLine(withStdin bool) string {
 	return `\builtin eval "$__muxd_w"` + "\n"
 }
 
-// wrapperText is the wrapper run by eval for a command of session dir.
-func wrapperText(dir string, withStdin bool) string {
+// wrapperText is the wrapper run by eval for a command of session dir,
+// with marker token mark (letters and digits).
+func wrapperText(dir, mark string, withStdin bool) string {
 	in := "/dev/null"
 	if withStdin {
 		in = shQuote(dir + "/i")
 	}
 	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source ` + shQuote(dir+"/c") + `;} <` + in +
 		` >|` + shQuote(dir+"/o") + ` 2>|` + shQuote(dir+"/e") + `;__muxd_rc=$?;` +
-		`\builtin printf '%s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + shQuote(dir+"/x/x")
+		`\builtin printf '` + mark + ` %s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + shQuote(dir+"/x/x")
 }
 
 // setupLine is the shell's first input: the readonly variables of the
 // wrapper (users cannot unset or change them).
-func setupLine(dir string) string {
-	return `\builtin readonly __muxd_w=` + shQuote(wrapperText(dir, false)) +
-		` __muxd_wi=` + shQuote(wrapperText(dir, true)) + "\n"
+func setupLine(dir, mark string) string {
+	return `\builtin readonly __muxd_w=` + shQuote(wrapperText(dir, mark, false)) +
+		` __muxd_wi=` + shQuote(wrapperText(dir, mark, true)) + "\n"
 }
 
 // shQuote quotes s for bash as one word.
@@ -97,7 +101,7 @@ func stateScript(path string) string {
 	return `{ \builtin printf '%s\0' "$PWD"; \builtin command env -0;} >|` + shQuote(path) + "\n"
 }
 
-// parseMarker parses "STATUS\n" from the control pipe.
+// parseMarker parses "STATUS\n", an exit record or a marker's status.
 func parseMarker(line string) (status int, ok bool) {
 	st, err := strconv.Atoi(strings.TrimSpace(line))
 	return st, err == nil
