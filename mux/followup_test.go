@@ -1,9 +1,13 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"slices"
 	"testing"
 	"time"
 )
@@ -124,4 +128,86 @@ func TestStalledPeerGets4002(t *testing.T) {
 			t.Errorf("dropped %v after the flood began", d)
 		}
 	})
+}
+
+// ReadFrame returns each DATA payload whole and alone, in order with the
+// CTRL ops between them, whether the frames land in a waiting
+// ReadFrame's buffer (direct delivery) or in the channel's buffer first.
+func TestReadFrameWholeFramesInOrder(t *testing.T) {
+	sizes := []int{1, 100, 32<<10 - 1, 7, 32<<10 - 1, 4096, 1, 32<<10 - 1, 2}
+	type item struct {
+		size int
+		ctrl string
+	}
+	var want []item
+	for i, n := range sizes {
+		want = append(want, item{size: n})
+		if i%3 == 2 {
+			want = append(want, item{ctrl: fmt.Sprintf(`{"i":%d}`, i)})
+		}
+	}
+	cases := []struct {
+		name    string
+		waitAll bool // read only once everything is buffered
+	}{
+		{"waiting reader", false},
+		{"buffered", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			written := make(chan struct{})
+			rt := echoRouter()
+			rt.HandleOpen("frames", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
+				ch.SetInputEnabled(false)
+				go func() {
+					defer close(written)
+					for _, it := range want {
+						var err error
+						if it.ctrl != "" {
+							err = ch.SendCtrl(json.RawMessage(it.ctrl))
+						} else {
+							_, err = ch.WriteStream(ctx, 1, bytes.Repeat([]byte{byte(it.size)}, it.size))
+						}
+						if err != nil {
+							return
+						}
+					}
+					_ = ch.CloseWrite()
+				}()
+				return nil, nil
+			})
+			ts := newTestServer(t, tcpTransport, Config{}, rt)
+			c, _ := ts.dial(t, Config{})
+			ch, _, err := c.Open(context.Background(), "frames", 1<<20, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.waitAll {
+				recvOrTimeout(t, written, 5*time.Second, "server writes")
+			}
+			buf := make([]byte, 64<<10)
+			var got []item
+			for range 100 {
+				n, ctrl, err := ch.ReadFrame(buf)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ctrl != nil {
+					got = append(got, item{ctrl: string(ctrl)})
+					continue
+				}
+				size := n - 1
+				if buf[0] != 1 || !bytes.Equal(buf[1:n], bytes.Repeat([]byte{byte(size)}, size)) {
+					t.Fatalf("frame %d: bad payload of %d bytes", len(got), n)
+				}
+				got = append(got, item{size: size})
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+		})
+	}
 }
