@@ -657,19 +657,14 @@ func TestProcessChannelConforms(t *testing.T) {
 		name           string
 		params         obj
 		stdout, stderr string
-		skip           string
 	}{
-		{"from 0", obj{"id": "done", "instance": p["instance"]}, "0123456789", "EE", ""},
-		{"resume at offsets", obj{"id": "done", "stdout": 4, "stderr": 1}, "456789", "E", ""},
-		{"offsets past the end", obj{"id": "done", "stdout": 10, "stderr": 2}, "", "", ""},
-		{"follow false on an ended process still exits", obj{"id": "done", "follow": false}, "0123456789", "EE",
-			"chan_process.go sends exit only with follow (owned by another engineer; see the audit report)"},
+		{"from 0", obj{"id": "done", "instance": p["instance"]}, "0123456789", "EE"},
+		{"resume at offsets", obj{"id": "done", "stdout": 4, "stderr": 1}, "456789", "E"},
+		{"offsets past the end", obj{"id": "done", "stdout": 10, "stderr": 2}, "", ""},
+		{"follow false on an ended process still exits", obj{"id": "done", "follow": false}, "0123456789", "EE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.skip != "" {
-				t.Skip(tt.skip)
-			}
 			ch, meta, err := conn.Open(ctx, "process", 64<<10, tt.params)
 			if err != nil {
 				t.Fatalf("OPEN: %v", err)
