@@ -1342,3 +1342,22 @@ func TestReusedIDsGetANewInstance(t *testing.T) {
 	}
 	mustCall(t, conn, "terminal.destroy", obj{"id": "x"})
 }
+
+func TestTimeoutZeroAndResponseLimitConform(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.MaxRPCResponse = 64 << 10 })
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	// timeoutMs 0 on a command: no timeout.
+	if r := mustCall(t, conn, "exec", obj{"command": "sleep 0.2; echo ok", "timeoutMs": 0}); r["stdout"] != "ok\n" || r["timedOut"] != false {
+		t.Fatalf("exec timeoutMs 0: got %v", r)
+	}
+	// timeoutMs 0 on a wait: answered at once.
+	mustCall(t, conn, "process.start", obj{"id": "w", "command": "exec sleep 30"})
+	_, err := call(t, conn, "process.wait", obj{"id": "w", "timeoutMs": 0})
+	wantErr(t, "process.wait timeoutMs 0 on a running process", err, mux.CodeTimeout)
+	mustCall(t, conn, "process.kill", obj{"id": "w", "signal": "KILL"})
+	// An answer never exceeds maxRpcResponse: output is cut further.
+	r := mustCall(t, conn, "exec", obj{"command": "head -c 400000 /dev/zero | tr '\\0' x", "maxOutput": 512 << 10})
+	if s, _ := r["stdout"].(string); len(s) >= 64<<10 || len(s) == 0 || r["stdoutTruncated"] != true {
+		t.Fatalf("exec under a 64 KiB response limit: %d bytes, truncated %v", len(s), r["stdoutTruncated"])
+	}
+}
