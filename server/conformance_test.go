@@ -1361,3 +1361,27 @@ func TestTimeoutZeroAndResponseLimitConform(t *testing.T) {
 		t.Fatalf("exec under a 64 KiB response limit: %d bytes, truncated %v", len(s), r["stdoutTruncated"])
 	}
 }
+
+func TestSessionDeleteKillsWhatItsCommandsStarted(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	mustCall(t, conn, "session.create", obj{"id": "s"})
+	r := mustCall(t, conn, "exec", obj{"command": "sleep 300 >/dev/null 2>&1 & echo $!", "sessionId": "s"})
+	pid := strings.TrimSpace(r["stdout"].(string))
+	if pid == "" {
+		t.Fatalf("no pid: %v", r)
+	}
+	if l := mustCall(t, conn, "session.list", nil)["sessions"].([]any)[0].(obj); l["alive"] != true || l["busy"] != false {
+		t.Fatalf("idle session: got %v", l)
+	}
+	mustCall(t, conn, "session.delete", obj{"id": "s"})
+	// Reaped or at least gone from the process table once delete returned
+	// (a zombie would still answer kill -0, so check its state too).
+	check := "if kill -0 " + pid + " 2>/dev/null && ! grep -q '^State:.*Z' /proc/" + pid + "/status 2>/dev/null; then echo alive; else echo gone; fi"
+	if r := mustCall(t, conn, "exec", obj{"command": check}); r["stdout"] != "gone\n" {
+		t.Fatalf("background job of a deleted session: %v", r["stdout"])
+	}
+	if l := mustCall(t, conn, "session.list", nil)["sessions"].([]any); len(l) != 0 {
+		t.Fatalf("session.list after delete: got %v", l)
+	}
+}
