@@ -629,6 +629,8 @@ func TestProcessChannelConforms(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// exec records are not announced: the first notifications are done's.
+	mustCall(t, conn, "exec", obj{"id": "quiet", "command": "exit 1"})
 	p := mustCall(t, conn, "process.start", obj{"id": "done", "command": "printf 0123456789; printf EE >&2; exit 2"})
 	started := waitNote(t, notes, "process.started")
 	if started["id"] != "done" || started["instance"] != p["instance"] {
