@@ -156,6 +156,6 @@ func (b *backend) register() {
 	rt.Handle("terminal.list", b.terminalList)
 	rt.Handle("terminal.update", b.terminalUpdate)
 	rt.Handle("terminal.destroy", b.terminalDestroy)
-	rt.HandleOpen("terminal", b.openTerminal)
+	rt.HandleOpen("terminal", channelCodes(b.openTerminal))
 	b.registerExec()
 }

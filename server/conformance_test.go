@@ -488,7 +488,8 @@ func TestTerminalChannelConforms(t *testing.T) {
 	}{
 		{obj{"id": "t1", "instance": "other"}, mux.CodeGone},
 		{obj{"id": "nope"}, mux.CodeNotFound},
-		{obj{}, mux.CodeInvalidParams},
+		{obj{}, mux.CodeProtocol}, // bad params: channel codes only
+		{obj{"id": 5}, mux.CodeProtocol},
 	} {
 		_, _, err := conn.Open(ctx, "terminal", 64<<10, tt.params)
 		wantErr(t, "OPEN terminal", err, tt.code)
@@ -649,7 +650,8 @@ func TestProcessChannelConforms(t *testing.T) {
 	}{
 		{obj{"id": "done", "instance": "other"}, mux.CodeGone},
 		{obj{"id": "nope"}, mux.CodeNotFound},
-		{obj{"id": "done", "stdout": -1}, mux.CodeInvalidParams},
+		{obj{"id": "done", "stdout": -1}, mux.CodeProtocol}, // bad params: channel codes only
+		{obj{"id": "done", "follow": "yes"}, mux.CodeProtocol},
 	} {
 		_, _, err := conn.Open(ctx, "process", 64<<10, tt.params)
 		wantErr(t, "OPEN process", err, tt.code)

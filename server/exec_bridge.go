@@ -63,7 +63,7 @@ func (b *backend) registerExec() {
 	rt.HandleLong("process.waitForLog", nil, b.processWaitForLog)
 	rt.HandleLong("process.waitForPort", nil, b.processWaitForPort)
 	rt.Handle("process.remove", b.processRemove)
-	rt.HandleOpen("process", b.openProcess)
+	rt.HandleOpen("process", channelCodes(b.openProcess))
 }
 
 // execError maps exec errors to wire codes.
