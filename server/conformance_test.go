@@ -896,6 +896,17 @@ func TestSessionMethodsConform(t *testing.T) {
 		}
 	})
 
+	t.Run("commandTimeoutMs applies to each command", func(t *testing.T) {
+		mustCall(t, conn, "session.create", obj{"id": "short", "commandTimeoutMs": 100})
+		r := mustCall(t, conn, "exec", obj{"command": "echo so-far; sleep 30", "sessionId": "short"})
+		if r["timedOut"] != true || r["exitCode"] != nil || r["stdout"] != "so-far\n" {
+			t.Fatalf("exec past commandTimeoutMs: got %v", r)
+		}
+		_, err := call(t, conn, "exec", obj{"command": "true", "sessionId": "short"})
+		wantErr(t, "exec after a session timeout", err, mux.CodeSessionDead)
+		mustCall(t, conn, "session.delete", obj{"id": "short"})
+	})
+
 	t.Run("process.start in a session outlives it", func(t *testing.T) {
 		p := mustCall(t, conn, "process.start", obj{"command": "echo up; exec sleep 30", "sessionId": "s1", "id": "bg"})
 		if p["sessionId"] != "s1" {
