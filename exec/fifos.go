@@ -16,12 +16,14 @@ import (
 //
 // The read ends are raw non-blocking fds until a command turns out slow
 // (startDrains), so a fast command costs no goroutine and no netpoller
-// registration. Our own write ends (hold) keep EOF away while a command
-// runs. Only the session's turn holder touches a cmdFIFOs.
+// registration, and only two reads once its marker came. A drain gets our
+// own write end (hold) with the read end, which keeps EOF away until the
+// marker, whatever bash has opened or closed by then. Only the session's
+// turn holder touches a cmdFIFOs.
 type cmdFIFOs struct {
 	paths  [2]string
 	read   [2]int // -1: (re)create before the next command
-	hold   [2]int // -1 when not open
+	hold   [2]int // -1 when not open (only while a drain starts)
 	drains [2]*drain
 }
 
@@ -30,11 +32,11 @@ func newFIFOs(outPath, errPath string) *cmdFIFOs {
 }
 
 // ready makes both FIFOs usable for the next command: open for reading by
-// us alone, plus our hold. A FIFO whose read end we gave away (to a drain
-// or a discarder) is unlinked and made anew at the same path.
+// us alone. A FIFO whose read end we gave away (to a drain or a
+// discarder) is unlinked and made anew at the same path.
 func (c *cmdFIFOs) ready() error {
 	for i, path := range c.paths {
-		if c.read[i] >= 0 && c.hold[i] >= 0 {
+		if c.read[i] >= 0 {
 			continue
 		}
 		c.closeFD(i)
@@ -49,12 +51,6 @@ func (c *cmdFIFOs) ready() error {
 			return fmt.Errorf("exec: fifo: %w", err)
 		}
 		c.read[i] = rfd
-		wfd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			c.closeFD(i)
-			return fmt.Errorf("exec: fifo: %w", err)
-		}
-		c.hold[i] = wfd
 	}
 	return nil
 }
@@ -66,6 +62,12 @@ func (c *cmdFIFOs) startDrains(logs [2]*outputLog) {
 		if c.read[i] < 0 || c.drains[i] != nil {
 			continue
 		}
+		// Our read end is open, so this open cannot block. Without it
+		// (it failed) the drain may end at EOF early: bash may not have
+		// opened the FIFO yet.
+		if wfd, err := unix.Open(c.paths[i], unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+			c.hold[i] = wfd
+		}
 		f := os.NewFile(uintptr(c.read[i]), c.paths[i])
 		c.drains[i] = startDrainHold(f, c.hold[i], logs[i])
 		c.read[i], c.hold[i] = -1, -1
@@ -73,10 +75,9 @@ func (c *cmdFIFOs) startDrains(logs [2]*outputLog) {
 }
 
 // finish captures everything the completed command wrote and completes
-// the logs (nil logs: discarded). A FIFO that reaches EOF once our hold is
-// closed has no other writer and is kept for the next command; writers
-// left behind (background jobs) are drained to nowhere until they close
-// theirs.
+// the logs (nil logs: discarded). A FIFO that reaches EOF has no writer
+// left and is kept for the next command; writers left behind (background
+// jobs) are drained to nowhere until they close theirs.
 func (c *cmdFIFOs) finish(logs [2]*outputLog) {
 	for i := range c.read {
 		if d := c.drains[i]; d != nil {
@@ -89,8 +90,6 @@ func (c *cmdFIFOs) finish(logs [2]*outputLog) {
 			logs[i].finish()
 			continue
 		}
-		_ = unix.Close(c.hold[i]) // Best effort: lets EOF through if nobody else writes.
-		c.hold[i] = -1
 		bp := drainBufs.Get().(*[]byte)
 		eof := readAvailable(c.read[i], *bp, logs[i])
 		drainBufs.Put(bp)
@@ -99,15 +98,7 @@ func (c *cmdFIFOs) finish(logs [2]*outputLog) {
 			f := os.NewFile(uintptr(c.read[i]), c.paths[i])
 			c.read[i] = -1
 			go discardAll(f)
-			continue
 		}
-		// Reuse: our read end stays open, so this open cannot block.
-		wfd, err := unix.Open(c.paths[i], unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			c.closeFD(i) // ready re-creates it
-			continue
-		}
-		c.hold[i] = wfd
 	}
 }
 
