@@ -8,8 +8,9 @@
 //
 // Each Conn runs one reader and one writer goroutine. The reader never
 // blocks on a consumer: inbound DATA lands in the channel's buffer (bounded
-// by the credit granted), RPC requests run on their own goroutines within
-// per-class caps. The writer sends frames FIFO within a channel and by
+// by the credit granted), RPC requests run on worker goroutines (a few are
+// kept per connection) within per-class caps, and write their responses
+// themselves when the socket is idle. The writer sends frames FIFO within a channel and by
 // class between channels: WINDOW, PONG and small RPC messages first, then
 // terminal channels, then process channels and large RPC messages,
 // round-robin within a class. Output is buffered only when ready to send,
