@@ -37,6 +37,8 @@ type Engine struct {
 	subs       map[uint64]func(Event)
 	nextSub    uint64
 	closed     bool
+
+	testSetup string // shell code run before a session's loop (tests only)
 }
 
 // New creates the data directory and returns a ready engine.

@@ -76,23 +76,16 @@ func TestExitWatcherSeesRecordWrittenBeforeWatch(t *testing.T) {
 	}
 }
 
-// TestSessionCompletesThroughExitRecordWhenControlFDIsGone breaks the
-// shell's fd 3 for good (below the wrapper, where users cannot reach) and
+// TestSessionCompletesThroughExitRecordWhenControlFDIsGone closes the
+// control pipe for good (below the loop, where users cannot reach) and
 // checks that commands still complete through the exit record, with a
 // watcher that never fires (polling only).
 func TestSessionCompletesThroughExitRecordWhenControlFDIsGone(t *testing.T) {
 	e := newTestEngine(t)
 	e.watcher.close()
 	e.watcher = newExitWatcher(&deafSource{ch: make(chan string)}, 5*time.Millisecond)
+	e.testSetup = "exec >&-;" // the control pipe is gone below the loop
 	sid := newSession(t, e, SessionOptions{})
-	s, _ := e.session(sid)
-	if err := s.turn.lock(ctxT(t, time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.stdin.WriteString("exec >&-\n"); err != nil {
-		t.Fatal(err)
-	}
-	s.turn.unlock()
 	for i := range 3 {
 		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo via-record; (exit 9)"})
 		if string(r.Stdout) != "via-record\n" || code(r) != 9 {

@@ -180,7 +180,7 @@ func (s *session) start(env []string) error {
 	s.mu.Lock() // kill (from Close) may look at child concurrently
 	s.child, s.stdin, s.ctl = child, inW, ctlR
 	s.mu.Unlock()
-	if _, err := inW.WriteString(setupLine(s.dir, s.mark)); err != nil {
+	if _, err := inW.WriteString(setupLine(s.dir, s.mark, s.e.testSetup)); err != nil {
 		_ = child.KillTree(unix.SIGKILL, 0) // Best effort.
 		closeAll(inW, ctlR, outR)
 		return fmt.Errorf("exec: start session shell: %w", err)

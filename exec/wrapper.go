@@ -5,24 +5,41 @@ import (
 	"strings"
 )
 
-// The session wrapper. Each command is one short line on the shell's
-// stdin, `\builtin eval "$__muxd_w"`, where the readonly variable
-// __muxd_w (or __muxd_wi, with stdin) was set when the shell started. The
-// session's files have fixed paths in its directory D, so the line never
-// changes. The wrapper text is:
+// The session loop. The shell's first input defines the readonly variable
+// __muxd_L and evals it: a loop, parsed once, that runs one command per
+// line it reads from stdin (an empty line, or "i" when the command has
+// stdin). With D the session's directory and MARK its token:
 //
-//	\builtin trap '\builtin return 130 2>/dev/null' INT
-//	{ \builtin source D/c;} <IN >|D/o 2>|D/e
-//	__muxd_rc=$?
-//	\builtin printf 'MARK %s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	while ((1)); do
+//	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
+//	  \builtin trap '\builtin return 130 2>/dev/null' INT
+//	  if [[ $__muxd_x == i ]]; then
+//	    for __muxd_i in 1; do { \builtin source D/c;} <D/i >|D/o 2>|D/e; done
+//	  else
+//	    for __muxd_i in 1; do { \builtin source D/c;} </dev/null >|D/o 2>|D/e; done
+//	  fi
+//	  __muxd_rc=$?
+//	  \builtin printf 'MARK %s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	done
+//	\builtin printf 'MARK %s\n' "$?"; \builtin eval "$__muxd_L"
 //
 // Why each piece:
-//   - `\builtin` everywhere: aliases (`alias printf=...`) and functions
-//     named like builtins cannot hijack the wrapper.
-//   - the command runs as a group in the main shell, so cd/export/
-//     functions/aliases persist; its text is sourced from a file, so
-//     unbalanced quotes, heredocs and syntax errors cannot wedge the
-//     parser reading stdin.
+//   - one loop parsed once: bash reads a pipe one byte per syscall and
+//     parses whatever it reads, so a per-command line (even the 26-byte
+//     `\builtin eval "$__muxd_w"` this replaced) cost ~25 reads plus a
+//     parse of the wrapper, about a third of bash's time per command (measured).
+//     Parsed before any user alias exists, its keywords and names cannot
+//     be hijacked by aliases; `\builtin` keeps functions named like
+//     builtins out (and `((1))`, not `:`).
+//   - the command runs in the main shell (a loop is no scope), so cd,
+//     export, declare, functions and aliases persist; its text is sourced
+//     from a file, so unbalanced quotes, heredocs and syntax errors cannot
+//     wedge the parser.
+//   - the one-turn `for` keeps the user's break/continue from skipping the
+//     marker; a `break 2` that leaves the loop still gets its marker after
+//     `done`, and the eval re-enters the loop.
+//   - read: IFS= against IFS changes; EOF (Go closed stdin) ends the shell;
+//     a signal or TMOUT (status > 128) just reads again.
 //   - the control pipe is the shell's own stdout, which the group
 //     redirects to the FIFO: the marker costs no redirection (each one is
 //     ~8 syscalls, ~1-2 µs each on a VM), the user's `exec >&-` or
@@ -33,43 +50,44 @@ import (
 //     RETURN traps print at top level also lands on the shell's stdout,
 //     and a trap printing a bare number must not pass for a status.
 //   - `>|` writes through `set -o noclobber`; paths are quoted literals
-//     and the expansion is quoted against IFS changes; `$?` is always
-//     set, so `set -u` is harmless.
+//     and expansions are quoted against IFS changes; every variable read
+//     is set, so `set -u` is harmless; errexit ignores `||`/`&&` lists.
 //   - the INT trap makes Ctrl-C (session.interrupt) return from the
 //     sourced command even in a builtin-only loop; outside a sourced file
-//     the `return` fails silently and the marker is still written.
-//   - if the pipe is unusable, the exit record file is the fallback, picked up
-//     by the exit watcher.
+//     the `return` fails silently and the marker is still written. It is
+//     set again for every command, since the user may change it.
+//   - if the pipe is unusable, the exit record file is the fallback,
+//     picked up by the exit watcher.
 //   - stdin is /dev/null unless bytes were given, so readers get EOF.
-//   - eval of a variable keeps the line short: bash reads a pipe one byte
-//     per syscall (a 230-byte line is 230 reads, a per-command file name
-//     in it cost ~12 more), and sourcing a wrapper file cost twice the
-//     CPU (measured). eval runs at top level, so `declare` in the
-//     command stays global.
 func wrapperLine(withStdin bool) string {
 	if withStdin {
-		return `\builtin eval "$__muxd_wi"` + "\n"
+		return "i\n"
 	}
-	return `\builtin eval "$__muxd_w"` + "\n"
+	return "\n"
 }
 
-// wrapperText is the wrapper run by eval for a command of session dir,
-// with marker token mark (letters and digits).
-func wrapperText(dir, mark string, withStdin bool) string {
-	in := "/dev/null"
-	if withStdin {
-		in = shQuote(dir + "/i")
+// loopText is the session loop of session dir, with marker token mark
+// (letters and digits).
+func loopText(dir, mark string) string {
+	q := func(name string) string { return shQuote(dir + "/" + name) }
+	group := func(in string) string {
+		return `for __muxd_i in 1; do { \builtin source ` + q("c") + `;} <` + in + ` >|` + q("o") + ` 2>|` + q("e") + `; done`
 	}
-	return `\builtin trap '\builtin return 130 2>/dev/null' INT;{ \builtin source ` + shQuote(dir+"/c") + `;} <` + in +
-		` >|` + shQuote(dir+"/o") + ` 2>|` + shQuote(dir+"/e") + `;__muxd_rc=$?;` +
-		`\builtin printf '` + mark + ` %s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + shQuote(dir+"/x/x")
+	return `while ((1)); do ` +
+		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
+		`\builtin trap '\builtin return 130 2>/dev/null' INT;` +
+		`if [[ $__muxd_x == i ]]; then ` + group(q("i")) + `; else ` + group("/dev/null") + `; fi;` +
+		`__muxd_rc=$?;` +
+		`\builtin printf '` + mark + ` %s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x") + `;` +
+		`done;` +
+		`\builtin printf '` + mark + ` %s\n' "$?";\builtin eval "$__muxd_L"`
 }
 
-// setupLine is the shell's first input: the readonly variables of the
-// wrapper (users cannot unset or change them).
-func setupLine(dir, mark string) string {
-	return `\builtin readonly __muxd_w=` + shQuote(wrapperText(dir, mark, false)) +
-		` __muxd_wi=` + shQuote(wrapperText(dir, mark, true)) + "\n"
+// setupLine is the shell's first and last line of shell code: it defines
+// the loop (readonly: users cannot unset or change it) and enters it.
+// extra runs before the loop (tests break the control pipe with it).
+func setupLine(dir, mark, extra string) string {
+	return `\builtin readonly __muxd_L=` + shQuote(loopText(dir, mark)) + ";" + extra + `\builtin eval "$__muxd_L"` + "\n"
 }
 
 // shQuote quotes s for bash as one word.
