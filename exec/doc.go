@@ -22,9 +22,11 @@
 //
 // # Session commands and completion
 //
-// A session command's text goes to the session's command file (fixed
-// paths per session, rewritten in place on tmpfs), which the shell sources
-// as a group command in the main shell, with stdout and stderr on the
+// The session shell runs a loop, parsed once at start, that reads one
+// short line per command from its stdin (see wrapper.go). A session
+// command's text goes to the session's command file (fixed paths per
+// session, rewritten in place on tmpfs), which the loop sources as a group
+// command in the main shell, with stdout and stderr on the
 // session's output FIFOs and stdin from /dev/null (or a file of the given
 // bytes); then `\builtin printf` writes `$?` to the shell's own stdout,
 // the control pipe the engine reads (the in-band marker) straight from the

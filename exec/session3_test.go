@@ -87,3 +87,60 @@ func TestSessionTopLevelTrapOutputIsNotAMarker(t *testing.T) {
 		})
 	}
 }
+
+// The session loop must survive what a command can do to loops and to
+// the loop's read: every command still gets its own marker and result.
+func TestSessionLoopSurvivesBreakContinueAndTMOUT(t *testing.T) {
+	tests := []struct {
+		name, cmd string
+		idle      time.Duration // pause before the next command
+	}{
+		{"break", "echo a; break; echo b", 0},
+		{"continue", "echo a; continue; echo b", 0},
+		{"break 2", "echo a; break 2", 0},
+		{"break 9", "echo a; break 9", 0},
+		{"continue 3", "echo a; continue 3", 0},
+		{"return", "echo a; return 4; echo b", 0},
+		{"TMOUT", "echo a; TMOUT=1", 1300 * time.Millisecond},
+		{"alias keywords", "shopt -s expand_aliases; alias if=false while=false for=false; echo a", 0},
+		{"loop vars changed", "echo a; __muxd_i=x __muxd_x=i", 0},
+		{"nounset, loop vars unset", "echo a; set -u; unset __muxd_p __muxd_x __muxd_rc __muxd_i", 0},
+	}
+	e := newTestEngine(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := newSession(t, e, SessionOptions{})
+			defer e.DeleteSession(sid)
+			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.cmd})
+			if !strings.HasPrefix(string(r.Stdout), "a\n") || strings.Contains(string(r.Stdout), "b") {
+				t.Fatalf("stdout %q, want a and not b", r.Stdout)
+			}
+			if tc.idle > 0 {
+				time.Sleep(tc.idle) // the condition under test is the shell idling
+			}
+			for i := range 3 {
+				r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo next" + strconv.Itoa(i) + "; (exit 6)"})
+				if string(r.Stdout) != "next"+strconv.Itoa(i)+"\n" || code(r) != 6 {
+					t.Fatalf("after %q, run %d: stdout %q code %d", tc.cmd, i, r.Stdout, code(r))
+				}
+			}
+		})
+	}
+}
+
+// Ctrl-C landing while the shell is idle in the loop's read (the command
+// just ended) must not end the loop.
+func TestSessionInterruptWhileIdleKeepsLoop(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	s, _ := e.session(sid)
+	for range 5 {
+		if err := s.child.SignalGroup(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo alive"})
+		if string(r.Stdout) != "alive\n" || code(r) != 0 {
+			t.Fatalf("after SIGINT while idle: stdout %q code %d", r.Stdout, code(r))
+		}
+	}
+}

@@ -11,17 +11,20 @@ import (
 // stdin). With D the session's directory and MARK its token:
 //
 //	while ((1)); do
+//	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; EMIT 0; }
 //	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
 //	  \builtin trap '\builtin return 130 2>/dev/null' INT
+//	  __muxd_p=1
 //	  if [[ $__muxd_x == i ]]; then
 //	    for __muxd_i in 1; do { \builtin source D/c;} <D/i >|D/o 2>|D/e; done
 //	  else
 //	    for __muxd_i in 1; do { \builtin source D/c;} </dev/null >|D/o 2>|D/e; done
 //	  fi
-//	  __muxd_rc=$?
-//	  \builtin printf 'MARK %s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	  __muxd_rc=$?; __muxd_p=; EMIT "$__muxd_rc"
 //	done
-//	\builtin printf 'MARK %s\n' "$?"; \builtin eval "$__muxd_L"
+//	__muxd_rc=$?; __muxd_p=; EMIT "$__muxd_rc"; \builtin eval "$__muxd_L"
+//
+// where EMIT S is `\builtin printf 'MARK %s\n' S || \builtin printf '%s\n' S >|D/x/x`.
 //
 // Why each piece:
 //   - one loop parsed once: bash reads a pipe one byte per syscall and
@@ -36,7 +39,8 @@ import (
 //     from a file, so unbalanced quotes, heredocs and syntax errors cannot
 //     wedge the parser.
 //   - the one-turn `for` keeps the user's break/continue from skipping the
-//     marker; a `break 2` that leaves the loop still gets its marker after
+//     marker; `continue 2` still gets it at the top of the loop (the
+//     command is pending), a `break 2` that leaves the loop gets it after
 //     `done`, and the eval re-enters the loop.
 //   - read: IFS= against IFS changes; EOF (Go closed stdin) ends the shell;
 //     a signal or TMOUT (status > 128) just reads again.
@@ -73,14 +77,18 @@ func loopText(dir, mark string) string {
 	group := func(in string) string {
 		return `for __muxd_i in 1; do { \builtin source ` + q("c") + `;} <` + in + ` >|` + q("o") + ` 2>|` + q("e") + `; done`
 	}
+	emit := func(status string) string {
+		return `\builtin printf '` + mark + ` %s\n' ` + status + `||\builtin printf '%s\n' ` + status + ` >|` + q("x/x")
+	}
 	return `while ((1)); do ` +
+		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;` + emit("0") + `;};` +
 		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
 		`\builtin trap '\builtin return 130 2>/dev/null' INT;` +
+		`__muxd_p=1;` +
 		`if [[ $__muxd_x == i ]]; then ` + group(q("i")) + `; else ` + group("/dev/null") + `; fi;` +
-		`__muxd_rc=$?;` +
-		`\builtin printf '` + mark + ` %s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x") + `;` +
+		`__muxd_rc=$?;__muxd_p=;` + emit(`"$__muxd_rc"`) + `;` +
 		`done;` +
-		`\builtin printf '` + mark + ` %s\n' "$?";\builtin eval "$__muxd_L"`
+		`__muxd_rc=$?;__muxd_p=;` + emit(`"$__muxd_rc"`) + `;\builtin eval "$__muxd_L"`
 }
 
 // setupLine is the shell's first and last line of shell code: it defines
