@@ -1,0 +1,89 @@
+package exec
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	osexec "os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuOf is a process's user+system CPU time from /proc (clock ticks,
+// assumed 100 Hz: fine over thousands of commands).
+func cpuOf(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSessionExecCPUShare splits a session `true` into bash's CPU
+// and the Go side's CPU per command, beside the same split for the bare
+// persistent-bash round trip (the baseline of BenchmarkSessionExecTrue):
+// where the remaining latency is spent.
+func BenchmarkSessionExecCPUShare(b *testing.B) {
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	per := func(d time.Duration) float64 { return us(d / time.Duration(n)) }
+	for range b.N {
+		cmd := osexec.Command("bash", "--noprofile", "--norc")
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctlR, ctlW, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.ExtraFiles = []*os.File{ctlW}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		ctlW.Close()
+		br := bufio.NewReader(ctlR)
+		b0, g0 := cpuOf(cmd.Process.Pid), selfCPU()
+		for i := range n {
+			if _, err := io.WriteString(in, "true; printf '%s %s\\n' "+strconv.Itoa(i)+" \"$?\" >&3\n"); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := br.ReadString('\n'); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(per(cpuOf(cmd.Process.Pid)-b0), "baseline-bash-cpu-µs")
+		b.ReportMetric(per(selfCPU()-g0), "baseline-go-cpu-µs")
+		in.Close()
+		_ = cmd.Wait()
+		ctlR.Close()
+
+		e := newTestEngine(b, func(c *Config) { c.RetainCount = 16 })
+		sid := newSession(b, e, SessionOptions{})
+		s, _ := e.session(sid)
+		b0, g0 = cpuOf(s.child.Pid), selfCPU()
+		for range n {
+			if _, err := e.Exec(context.Background(), ExecRequest{SessionID: sid, Command: "true"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(per(cpuOf(s.child.Pid)-b0), "bash-cpu-µs")
+		b.ReportMetric(per(selfCPU()-g0), "go-cpu-µs")
+	}
+}
