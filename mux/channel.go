@@ -47,6 +47,7 @@ type Channel struct {
 	directN     int    // bytes delivered into the claimed buffer
 	in          inbuf
 	peerEOF     bool
+	noInput     bool // client: OPEN_OK granted no credit, so none can ever come
 	earlyData   bool // server: DATA came before OPEN_OK (see runOpen)
 	onCtrl      func(op json.RawMessage)
 	ctrlBacklog []json.RawMessage // server: CTRL that came before OnCtrl
@@ -292,7 +293,9 @@ func (ch *Channel) finishRead(n int, credit bool) (int, json.RawMessage, error) 
 
 // Write sends p as DATA frames of at most maxFrame bytes, blocking for
 // credit; it returns when p is queued, or early with the channel's error.
-// Frames leave FIFO with SendCtrl and CloseWrite.
+// Frames leave FIFO with SendCtrl and CloseWrite. On a client channel
+// whose OPEN_OK granted no credit (a process without stdin, a channel
+// that takes no input) it fails at once with *Error not_writable.
 func (ch *Channel) Write(p []byte) (int, error) {
 	return ch.write(nil, -1, p)
 }
@@ -324,6 +327,10 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 	for len(p) > 0 {
 		if err := ch.writeErrLocked(ctx); err != nil {
 			return total, err
+		}
+		if ch.noInput {
+			// Credit only returns what was used: waiting would be forever.
+			return total, NewError(CodeNotWritable, "the server granted this channel no credit: it takes no input")
 		}
 		if !ch.opened || ch.dataQueued || ch.sendCredit <= int64(extra) {
 			ch.cond.Wait()

@@ -211,3 +211,34 @@ func TestReadFrameWholeFramesInOrder(t *testing.T) {
 		})
 	}
 }
+
+// A client Write on a channel granted no credit fails with not_writable
+// instead of waiting forever; CTRL still works there.
+func TestWriteWithoutCreditFails(t *testing.T) {
+	ctrls := make(chan string, 1)
+	rt := echoRouter()
+	rt.HandleOpen("readonly", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
+		ch.SetInputEnabled(false)
+		ch.OnCtrl(func(op json.RawMessage) { ctrls <- string(op) })
+		return nil, nil
+	})
+	ts := newTestServer(t, tcpTransport, Config{}, rt)
+	c, _ := ts.dial(t, Config{})
+	ch, _, err := c.Open(context.Background(), "readonly", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ch.Write([]byte("x")); done <- err }()
+	err = recvOrTimeout(t, done, 5*time.Second, "Write to return")
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != "not_writable" {
+		t.Fatalf("Write: %v, want not_writable", err)
+	}
+	if err := ch.SendCtrl(map[string]string{"op": "signal", "signal": "INT"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := recvOrTimeout(t, ctrls, 5*time.Second, "CTRL"); got != `{"op":"signal","signal":"INT"}` {
+		t.Fatalf("CTRL %s", got)
+	}
+}

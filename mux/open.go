@@ -220,6 +220,7 @@ func (c *Conn) handleOpenReply(t frameType, id uint32, p []byte) *ProtocolError 
 		return nil
 	}
 	ch.sendCredit = ok.Window
+	ch.noInput = ok.Window == 0
 	ch.meta = ok.Meta
 	ch.cond.Broadcast()
 	return nil
