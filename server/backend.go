@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"sync"
@@ -20,6 +21,8 @@ type backend struct {
 	muxCfg mux.Config
 	notify *notifier
 	engine execEngine
+	// info is server.info's answer, encoded once (see rpc_server.go).
+	info func() (json.RawMessage, error)
 }
 
 func newBackend(s *Server) (*backend, error) {
@@ -45,6 +48,7 @@ func newBackend(s *Server) (*backend, error) {
 	if b.engine, err = newExecEngine(s, b.notify); err != nil {
 		return nil, err
 	}
+	b.info = sync.OnceValues(b.encodeServerInfo)
 	b.router = mux.NewRouter()
 	b.register()
 	return b, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -76,26 +77,38 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 			return nil, err
 		}
 	}
-	res, err := b.engine.e.Exec(detachOnDrop(ctx, c), req)
+	run, release := detachOnDrop(ctx, c)
+	res, err := b.engine.e.Exec(run, req)
+	release()
 	if err != nil {
 		return nil, execError(err)
 	}
-	b.s.log.Debug("exec", "id", res.ID, "session", p.SessionID, "exitCode", intOrNil(res.ExitCode), "signal", res.Signal,
-		"timedOut", res.TimedOut, "duration", res.Duration.String())
+	// Checked first: the arguments alone (a boxed exit code, the duration's
+	// string) cost allocations on every exec while debug logs are off.
+	if b.s.log.Enabled(ctx, slog.LevelDebug) {
+		b.s.log.Debug("exec", "id", res.ID, "session", p.SessionID, "exitCode", intOrNil(res.ExitCode), "signal", res.Signal,
+			"timedOut", res.TimedOut, "duration", res.Duration.String())
+	}
 	return b.execResult(res, enc), nil
 }
 
 // detachOnDrop returns a context cancelled by rpc.cancel but not by the
 // connection ending: a dropped socket lets the command finish, and its
-// result stays readable by id.
-func detachOnDrop(ctx context.Context, c *mux.Conn) context.Context {
+// result stays readable by id. release must be called once the command
+// returns: it unregisters the watch, which otherwise ran on a goroutine
+// of its own after every request (mux cancels each request's context
+// when it answers), one more wake-up per exec.
+func detachOnDrop(ctx context.Context, c *mux.Conn) (run context.Context, release func()) {
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	context.AfterFunc(ctx, func() {
+	stop := context.AfterFunc(ctx, func() {
 		if c.Context().Err() == nil {
 			cancel() // rpc.cancel: kill the command
 		}
 	})
-	return run
+	return run, func() {
+		stop()
+		cancel()
+	}
 }
 
 // execResult encodes output, cutting it further when the response would
