@@ -103,6 +103,9 @@ type Conn struct {
 	window        []byte // WINDOW scratch, used by the token holder
 	nextPing      uint64
 	pingWaiters   map[uint64]chan struct{} // Ping calls waiting for their PONG
+	holdOn        bool                     // server: bulk classes are held for an echo (hold.go)
+	holdNext      time.Time                // server: earliest start of the next hold
+	holdTimer     *time.Timer              // server: ends a hold after bulkHold
 }
 
 // sendQueue is the FIFO of frames of one channel (or of large RPC
@@ -258,6 +261,9 @@ func (c *Conn) shutdown(err error) {
 	}
 	c.closed = true
 	c.err = err
+	if c.holdTimer != nil {
+		c.holdTimer.Stop()
+	}
 	for _, ch := range c.channels {
 		ch.dropLocked(err, false)
 	}

@@ -289,6 +289,9 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 		ch.dropLocked(e, true)
 	}
 	waiting, yield := ch.readWaiters > 0, ch.q.class == ClassTerminal && e == nil
+	if yield {
+		c.holdBulkLocked() // a keystroke: leave the CPUs to its echo (hold.go)
+	}
 	c.mu.Unlock()
 	if waiting {
 		// Woken after the unlock, the consumer does not block on c.mu.

@@ -54,7 +54,7 @@ func (c *Conn) hasWorkLocked() bool {
 		return true
 	}
 	for cl := range c.rings {
-		if !c.rings[cl].empty() {
+		if !c.rings[cl].empty() && !c.classHeldLocked(Class(cl)) {
 			return true
 		}
 	}
@@ -131,6 +131,9 @@ func (c *Conn) nextFrameLocked() *outFrame {
 		return f
 	}
 	for cl := range c.rings {
+		if c.classHeldLocked(Class(cl)) {
+			break // classes after it are held too
+		}
 		ring := &c.rings[cl]
 		for !ring.empty() {
 			q := ring.pop()
