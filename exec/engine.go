@@ -216,13 +216,13 @@ func (e *Engine) register(p *process) error {
 			return fmt.Errorf("%w: process %q is running", ErrAlreadyExists, p.id)
 		}
 		e.dropLocked(old)
+		go old.removeFiles() // the lock is held: file removal happens outside it
 	}
-	running := 0
-	for _, q := range e.procs {
-		if !q.ended() {
-			running++
-		}
-	}
+	// Every record is running or on the retention list, except one that
+	// ended a moment ago and is not retired yet: so this counts running
+	// records without visiting (and locking) each of them, erring on the
+	// side of the limit.
+	running := len(e.procs) - len(e.ended)
 	if running >= e.cfg.MaxProcesses {
 		return fmt.Errorf("%w: %d processes running", ErrLimit, running)
 	}
@@ -270,14 +270,13 @@ func (e *Engine) retire(p *process) {
 	}
 }
 
-// dropLocked forgets an ended record; its files are removed by the caller
-// (outside the lock) or right here for replaced ids.
+// dropLocked forgets an ended record; the caller removes its files once
+// the lock is released.
 func (e *Engine) dropLocked(p *process) {
 	if e.procs[p.id] == p {
 		delete(e.procs, p.id)
 	}
 	e.forgetEndedLocked(p)
-	go p.removeFiles() // the lock is held: file removal happens outside it
 }
 
 // forgetEndedLocked takes p off the retention list.
