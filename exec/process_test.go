@@ -396,3 +396,42 @@ func TestLargeOutputCapturedCompletely(t *testing.T) {
 		t.Fatalf("sha256 of captured = %s, command's = %q", got, errOut)
 	}
 }
+
+func TestProcessLimitCountsOnlyRunning(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.MaxProcesses = 2 })
+	ctx := ctxT(t, 20*time.Second)
+	// Ended records (an exec, a finished process) do not count.
+	if _, err := e.Exec(ctx, ExecRequest{Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := e.StartProcess(ctx, ProcessRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitProcess(ctx, done.ID); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		p, err := e.StartProcess(ctx, ProcessRequest{Command: "sleep 30"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.ID)
+	}
+	if _, err := e.StartProcess(ctx, ProcessRequest{Command: "sleep 30"}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("third running process: got %v, want ErrLimit", err)
+	}
+	if _, err := e.Exec(ctx, ExecRequest{Command: "true"}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("exec at the limit: got %v, want ErrLimit", err)
+	}
+	if err := e.KillProcess(ids[0], unix.SIGKILL, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitProcess(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.StartProcess(ctx, ProcessRequest{Command: "sleep 30"}); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
+}
