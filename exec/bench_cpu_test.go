@@ -1,11 +1,8 @@
 package exec
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"os"
-	osexec "os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,35 +41,14 @@ func BenchmarkSessionExecCPUShare(b *testing.B) {
 	}
 	per := func(d time.Duration) float64 { return us(d / time.Duration(n)) }
 	for range b.N {
-		cmd := osexec.Command("bash", "--noprofile", "--norc")
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctlR, ctlW, err := os.Pipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		cmd.ExtraFiles = []*os.File{ctlW}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		ctlW.Close()
-		br := bufio.NewReader(ctlR)
-		b0, g0 := cpuOf(cmd.Process.Pid), selfCPU()
+		bb := startBareBash(b)
+		b0, g0 := cpuOf(bb.cmd.Process.Pid), selfCPU()
 		for i := range n {
-			if _, err := io.WriteString(in, "true; printf '%s %s\\n' "+strconv.Itoa(i)+" \"$?\" >&3\n"); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := br.ReadString('\n'); err != nil {
-				b.Fatal(err)
-			}
+			bb.roundTrip(b, i)
 		}
-		b.ReportMetric(per(cpuOf(cmd.Process.Pid)-b0), "baseline-bash-cpu-µs")
+		b.ReportMetric(per(cpuOf(bb.cmd.Process.Pid)-b0), "baseline-bash-cpu-µs")
 		b.ReportMetric(per(selfCPU()-g0), "baseline-go-cpu-µs")
-		in.Close()
-		_ = cmd.Wait()
-		ctlR.Close()
+		bb.close()
 
 		e := newTestEngine(b, func(c *Config) { c.RetainCount = 16 })
 		sid := newSession(b, e, SessionOptions{})

@@ -25,9 +25,16 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// bareBashRoundTrip is the floor: a persistent bash, `true`, and an
-// in-band marker on a control pipe, without any engine.
-func bareBashRoundTrip(b *testing.B, n int) []time.Duration {
+// bareBash is the floor: a persistent bash running `true` and answering
+// with an in-band marker on a control pipe, without any engine.
+type bareBash struct {
+	cmd *osexec.Cmd
+	in  io.WriteCloser
+	ctl *os.File
+	br  *bufio.Reader
+}
+
+func startBareBash(b *testing.B) *bareBash {
 	cmd := osexec.Command("bash", "--noprofile", "--norc")
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -42,21 +49,33 @@ func bareBashRoundTrip(b *testing.B, n int) []time.Duration {
 		b.Fatal(err)
 	}
 	ctlW.Close()
-	defer func() {
-		in.Close()
-		_ = cmd.Wait()
-		ctlR.Close()
-	}()
-	br := bufio.NewReader(ctlR)
+	return &bareBash{cmd: cmd, in: in, ctl: ctlR, br: bufio.NewReader(ctlR)}
+}
+
+// roundTrip runs command i and waits for its marker.
+func (bb *bareBash) roundTrip(b *testing.B, i int) {
+	if _, err := io.WriteString(bb.in, "true; printf '%s %s\\n' "+strconv.Itoa(i)+" \"$?\" >&3\n"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bb.br.ReadString('\n'); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func (bb *bareBash) close() {
+	bb.in.Close()
+	_ = bb.cmd.Wait()
+	bb.ctl.Close()
+}
+
+// bareBashRoundTrip times n round trips of a bare bash.
+func bareBashRoundTrip(b *testing.B, n int) []time.Duration {
+	bb := startBareBash(b)
+	defer bb.close()
 	lat := make([]time.Duration, 0, n)
 	for i := range n {
 		start := time.Now()
-		if _, err := io.WriteString(in, "true; printf '%s %s\\n' "+strconv.Itoa(i)+" \"$?\" >&3\n"); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := br.ReadString('\n'); err != nil {
-			b.Fatal(err)
-		}
+		bb.roundTrip(b, i)
 		lat = append(lat, time.Since(start))
 	}
 	return lat
