@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 
 	"github.com/muxd/muxd/exec"
 	"github.com/muxd/muxd/mux"
@@ -66,37 +65,21 @@ func (b *backend) registerExec() {
 	rt.HandleOpen("process", channelCodes(b.openProcess))
 }
 
-// execError maps exec errors to wire codes.
-func execError(err error) error {
-	var me *mux.Error
-	if errors.As(err, &me) {
-		return me
-	}
-	var code mux.Code
-	switch {
-	case errors.Is(err, exec.ErrNotFound):
-		code = mux.CodeNotFound
-	case errors.Is(err, exec.ErrAlreadyExists):
-		code = mux.CodeAlreadyExists
-	case errors.Is(err, exec.ErrSessionDead):
-		code = mux.CodeSessionDead
-	case errors.Is(err, exec.ErrLimit):
-		code = mux.CodeLimitReached
-	case errors.Is(err, exec.ErrInvalid):
-		code = mux.CodeInvalidParams
-	case errors.Is(err, exec.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		code = mux.CodeTimeout
-	case errors.Is(err, exec.ErrEnded):
-		// waitForLog/waitForPort: the process ended first (PROTOCOL: timeout).
-		code = mux.CodeTimeout
-	case errors.Is(err, exec.ErrNotWritable):
-		code = mux.CodeNotWritable
-	case errors.Is(err, exec.ErrBusy):
-		code = mux.CodeBusy
-	case errors.Is(err, context.Canceled):
-		code = mux.CodeCancelled
-	default:
-		code = mux.CodeInternal
-	}
-	return mux.NewError(code, "%s", err.Error())
+// execCodes maps exec errors to wire codes, first match wins.
+var execCodes = []errCode{
+	{exec.ErrNotFound, mux.CodeNotFound},
+	{exec.ErrAlreadyExists, mux.CodeAlreadyExists},
+	{exec.ErrSessionDead, mux.CodeSessionDead},
+	{exec.ErrLimit, mux.CodeLimitReached},
+	{exec.ErrInvalid, mux.CodeInvalidParams},
+	{exec.ErrTimeout, mux.CodeTimeout},
+	{context.DeadlineExceeded, mux.CodeTimeout},
+	// waitForLog/waitForPort: the process ended first (PROTOCOL: timeout).
+	{exec.ErrEnded, mux.CodeTimeout},
+	{exec.ErrNotWritable, mux.CodeNotWritable},
+	{exec.ErrBusy, mux.CodeBusy},
+	{context.Canceled, mux.CodeCancelled},
 }
+
+// execError maps exec errors to wire codes.
+func execError(err error) error { return wireError(err, execCodes) }

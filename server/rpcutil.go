@@ -62,29 +62,47 @@ func msDuration(name string, ms *int64) (time.Duration, error) {
 	return time.Duration(*ms) * time.Millisecond, nil
 }
 
-// ptyError maps pty errors to wire codes.
-func ptyError(err error) error {
-	var code mux.Code
-	switch {
-	case err == nil:
+// errCode pairs a package's sentinel error with its wire code.
+type errCode struct {
+	err  error
+	code mux.Code
+}
+
+// wireError maps err to a *mux.Error with the code of the first entry of
+// codes that err matches (errors.Is), or internal. A *mux.Error passes
+// through as it is.
+func wireError(err error, codes []errCode) error {
+	if err == nil {
 		return nil
-	case errors.Is(err, pty.ErrNotFound):
-		code = mux.CodeNotFound
-	case errors.Is(err, pty.ErrExists):
-		code = mux.CodeAlreadyExists
-	case errors.Is(err, pty.ErrLimit):
-		code = mux.CodeLimitReached
-	case errors.Is(err, pty.ErrInvalidSize), errors.Is(err, pty.ErrInvalidID):
-		code = mux.CodeInvalidParams
-	case errors.Is(err, pty.ErrGone):
-		code = mux.CodeGone
-	case errors.Is(err, pty.ErrExited), errors.Is(err, pty.ErrDetached):
-		code = mux.CodeNotWritable
-	default:
-		code = mux.CodeInternal
+	}
+	var me *mux.Error
+	if errors.As(err, &me) {
+		return me
+	}
+	code := mux.CodeInternal
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			code = c.code
+			break
+		}
 	}
 	return mux.NewError(code, "%s", err.Error())
 }
+
+// ptyCodes maps pty errors to wire codes.
+var ptyCodes = []errCode{
+	{pty.ErrNotFound, mux.CodeNotFound},
+	{pty.ErrExists, mux.CodeAlreadyExists},
+	{pty.ErrLimit, mux.CodeLimitReached},
+	{pty.ErrInvalidSize, mux.CodeInvalidParams},
+	{pty.ErrInvalidID, mux.CodeInvalidParams},
+	{pty.ErrGone, mux.CodeGone},
+	{pty.ErrExited, mux.CodeNotWritable},
+	{pty.ErrDetached, mux.CodeNotWritable},
+}
+
+// ptyError maps pty errors to wire codes.
+func ptyError(err error) error { return wireError(err, ptyCodes) }
 
 // rfc3339ms formats t as RFC 3339 with milliseconds, in UTC.
 func rfc3339ms(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
