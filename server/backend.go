@@ -83,7 +83,7 @@ func (b *backend) close(ctx context.Context) {
 // serveWS runs one wsmux/1 connection until it ends.
 func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 	s := b.s
-	k := &socket{kind: "ws", netConn: netConnOf(r)}
+	k := &socket{kind: "ws", netConn: netConnOf(r), settled: make(chan struct{})}
 	limitSendBuffer(k.netConn)
 	if !s.track(k) {
 		http.Error(w, "muxd is shutting down", http.StatusServiceUnavailable)

@@ -150,3 +150,34 @@ func TestTestHookAbsentByDefault(t *testing.T) {
 		t.Fatal("/_test/drop answered without MUXD_TEST_HOOKS")
 	}
 }
+
+// A socket tracked before its handshake finished is still ended with its
+// GOAWAY once the handler sets it, not cut.
+func TestShutdownWaitsForAHandshakeInFlight(t *testing.T) {
+	k := &socket{kind: "ws", settled: make(chan struct{})}
+	called := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		k.end(true, 5*time.Second)
+		close(ended)
+	}()
+	k.setGoAway(func(time.Duration) { close(called) })
+	recvOrTimeout(t, called, 5*time.Second)
+	recvOrTimeout(t, ended, 5*time.Second)
+
+	// A handler that gave up (untracked without a goAway) releases end at once.
+	s := &Server{sockets: map[*socket]struct{}{}}
+	k2 := &socket{kind: "ws", settled: make(chan struct{})}
+	s.track(k2)
+	ended2 := make(chan struct{})
+	start := time.Now()
+	go func() {
+		k2.end(true, 5*time.Second)
+		close(ended2)
+	}()
+	s.untrack(k2)
+	recvOrTimeout(t, ended2, 5*time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("end waited %v for a socket whose handler gave up", d)
+	}
+}

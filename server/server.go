@@ -234,34 +234,58 @@ type socket struct {
 	kind    string   // "ws" or "terminal"
 	netConn net.Conn // the hijacked TCP connection, for abrupt drops
 
-	// mu guards goAway, set once the WebSocket handshake completed.
+	// mu guards goAway, set once the WebSocket handshake completed, and
+	// settledDone.
 	mu sync.Mutex
 	// goAway sends GOAWAY and closes with 1001; nil for sockets that are
 	// closed by cutting netConn.
 	goAway func(limit time.Duration)
+	// settled, when not nil, is closed once the socket's handler knows
+	// whether it will have a goAway: it set one, or it gave up. A socket
+	// tracked before its handshake (the client may already hold the HELLO
+	// answer) is waited for, so it too is ended with GOAWAY.
+	settled     chan struct{}
+	settledDone bool
 }
 
 func (k *socket) setGoAway(fn func(limit time.Duration)) {
 	k.mu.Lock()
 	k.goAway = fn
+	k.settleLocked()
 	k.mu.Unlock()
+}
+
+func (k *socket) settleLocked() {
+	if k.settled != nil && !k.settledDone {
+		k.settledDone = true
+		close(k.settled)
+	}
 }
 
 // end closes the socket: gracefully through goAway when it has one, by
 // cutting the TCP connection otherwise or when that does not finish
 // within limit.
 func (k *socket) end(graceful bool, limit time.Duration) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
 	k.mu.Lock()
 	goAway := k.goAway
 	k.mu.Unlock()
+	if graceful && goAway == nil && k.settled != nil {
+		select { // mid-handshake: its goAway may be a moment away
+		case <-k.settled:
+		case <-t.C:
+		}
+		k.mu.Lock()
+		goAway = k.goAway
+		k.mu.Unlock()
+	}
 	if graceful && goAway != nil {
 		done := make(chan struct{})
 		go func() {
 			goAway(limit)
 			close(done)
 		}()
-		t := time.NewTimer(limit)
-		defer t.Stop()
 		select {
 		case <-done:
 			return
@@ -288,6 +312,9 @@ func (s *Server) untrack(k *socket) {
 	s.mu.Lock()
 	delete(s.sockets, k)
 	s.mu.Unlock()
+	k.mu.Lock()
+	k.settleLocked()
+	k.mu.Unlock()
 }
 
 // acquireSlot takes one of MaxConnections slots without waiting.
