@@ -180,6 +180,16 @@ func (c *collector) replayString() string {
 	return c.replay.String()
 }
 
+// first is the first event recorded (the zero Event if none yet).
+func (c *collector) first() Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.events) == 0 {
+		return Event{}
+	}
+	return c.events[0]
+}
+
 func (c *collector) kinds() []EventKind {
 	c.mu.Lock()
 	defer c.mu.Unlock()
