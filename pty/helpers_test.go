@@ -138,7 +138,10 @@ func (c *collector) waitUntil(t testing.TB, what string, cond func() bool) {
 
 func (c *collector) waitFor(t testing.TB, s string) {
 	t.Helper()
-	c.waitUntil(t, "output "+strings.TrimSpace(s), func() bool { return strings.Contains(c.live.String(), s) })
+	// Output that came before the attachment arrives as replay.
+	c.waitUntil(t, "output "+strings.TrimSpace(s), func() bool {
+		return strings.Contains(c.live.String(), s) || strings.Contains(c.replay.String()+c.live.String(), s)
+	})
 }
 
 // waitSync waits until the replay ended.
