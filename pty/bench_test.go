@@ -53,6 +53,13 @@ func newBenchEnv(b *testing.B) *benchEnv {
 // open creates a terminal running sh -c script and connects a socket to
 // it, returning once ready arrived.
 func (e *benchEnv) open(b *testing.B, id, script string) *websocket.Conn {
+	c, _ := e.openReplay(b, id, script)
+	return c
+}
+
+// openReplay is open that also returns the replayed output: what the
+// program printed before the socket attached.
+func (e *benchEnv) openReplay(b *testing.B, id, script string) (*websocket.Conn, string) {
 	if _, err := e.m.Create(pty.CreateOptions{ID: id, Shell: "/bin/sh", Args: []string{"-c", script}}); err != nil {
 		b.Fatal(err)
 	}
@@ -63,13 +70,17 @@ func (e *benchEnv) open(b *testing.B, id, script string) *websocket.Conn {
 		b.Fatal(err)
 	}
 	c.SetReadLimit(1 << 20)
+	var replay strings.Builder
 	for {
 		typ, data, err := c.Read(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if typ == websocket.MessageText && strings.Contains(string(data), `"ready"`) {
-			return c
+			return c, replay.String()
+		}
+		if typ == websocket.MessageBinary {
+			replay.Write(data)
 		}
 	}
 }
@@ -263,6 +274,8 @@ func pct(xs []float64, p int) float64 {
 func BenchmarkKeystrokeEcho(b *testing.B) {
 	const rounds, trips = 5, 400
 	e := newBenchEnv(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	for range b.N {
 		f, cmd := rawStart(b, echoScript)
 		buf := make([]byte, 4096)
@@ -274,10 +287,11 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 			}
 			got.Write(buf[:n])
 		}
-		c := e.open(b, "echo", echoScript)
+		c, replay := e.openReplay(b, "echo", echoScript)
 		got.Reset()
+		got.WriteString(replay) // READY may have come before the socket
 		for !strings.Contains(got.String(), "READY") {
-			_, data, err := c.Read(context.Background())
+			_, data, err := c.Read(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
