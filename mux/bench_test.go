@@ -430,3 +430,47 @@ func BenchmarkRPCRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(percentile(m, .99).Nanoseconds())/1e3, "rpc_p99_µs")
 	b.ReportMetric(float64(mp50)/float64(rp50), "rpc/raw")
 }
+
+// BenchmarkParseRPC compares the one-pass envelope scanner with the
+// encoding/json decode it replaces, on a request and a response of
+// typical size (ns per parse, repeated inside so -benchtime 1x works).
+func BenchmarkParseRPC(b *testing.B) {
+	msgs := []struct {
+		name string
+		p    []byte
+	}{
+		{"request", []byte(`{"jsonrpc":"2.0","id":17,"method":"exec","params":{"command":"true","sessionId":"s1","id":"0b9d5c62-5a0e-4a43-8a8e-58f2a4d1e9b1","encoding":"base64"}}`)},
+		{"response", []byte(`{"jsonrpc":"2.0","id":17,"result":{"id":"0b9d5c62-5a0e-4a43-8a8e-58f2a4d1e9b1","exitCode":0,"signal":null,"timedOut":false,"stdout":"","stderr":"","stdoutTruncated":false,"stderrTruncated":false,"durationMs":0}}`)},
+	}
+	const n = 20000
+	per := func(f func()) float64 {
+		start := time.Now()
+		for range n {
+			f()
+		}
+		return float64(time.Since(start).Nanoseconds()) / n
+	}
+	for _, msg := range msgs {
+		b.Run(msg.name, func(b *testing.B) {
+			for b.Loop() {
+				scan := per(func() {
+					if _, _, err := parseRPC(msg.p); err != nil {
+						b.Fatal(err)
+					}
+				})
+				std := per(func() {
+					m, err := decodeRPC(msg.p)
+					if err == nil {
+						_, _, err = classifyRPC(m)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				})
+				b.ReportMetric(scan, "scan-ns/parse")
+				b.ReportMetric(std, "encoding-json-ns/parse")
+				b.ReportMetric(std/scan, "speedup")
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -57,6 +58,15 @@ func FuzzParsePayloads(f *testing.F) {
 		`{"jsonrpc":"2.0","method":"process.exited","params":{"id":"p"}}`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
 		`[1]`, `null`, `"s"`, `{`,
+		`{"jsonrpc":"2.0","id":null,"result":null}`,
+		`{"JSONRPC":"2.0","Id":1,"Method":"x"}`,
+		`{"jsonrpc":"2.0","jsonrpc":"1.0","id":1,"method":"m"}`,
+		`{"jsonrpc":"2.\u0030","id":1,"method":"m\n"}`,
+		` {"jsonrpc" : "2.0" , "id" : -0.5e+3 , "method" : "m" , "params" : [ true , { "a" : [ ] } ] } `,
+		`{"jsonrpc":"2.0","id":01,"method":"m"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":"\ud800\x"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"é","params":{}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}} x`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -72,6 +82,15 @@ func FuzzParsePayloads(f *testing.F) {
 		}
 		_, _ = parseErrorPayload(p)
 		m, kind, perr := parseRPC(p)
+		// The fast scanner must agree with encoding/json on everything.
+		sm, serr := decodeRPC(p)
+		skind := rpcKind(0)
+		if serr == nil {
+			sm, skind, serr = classifyRPC(sm)
+		}
+		if !reflect.DeepEqual(m, sm) || kind != skind || !reflect.DeepEqual(perr, serr) {
+			t.Fatalf("parseRPC(%q) = %+v %v %v; encoding/json gives %+v %v %v", p, m, kind, perr, sm, skind, serr)
+		}
 		if perr != nil {
 			if perr.Code.Reason() == "" {
 				t.Fatalf("RPC error without reason: %v", perr)

@@ -149,22 +149,39 @@ const (
 // CodeParseError; a well-formed JSON value that is not a valid JSON-RPC
 // object returns CodeInvalidRequest, with the id when one could be read.
 func parseRPC(p []byte) (rpcMsg, rpcKind, *Error) {
+	m, ok := scanRPC(p)
+	if !ok {
+		var perr *Error
+		if m, perr = decodeRPC(p); perr != nil {
+			return m, 0, perr
+		}
+	}
+	return classifyRPC(m)
+}
+
+// decodeRPC decodes what scanRPC does not handle with encoding/json.
+func decodeRPC(p []byte) (rpcMsg, *Error) {
 	var m rpcMsg
 	// One pass: Unmarshal reports a syntax error itself (a separate
 	// json.Valid would scan every message twice).
 	if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
 		if !json.Valid(p) {
-			return m, 0, NewError(CodeParseError, "invalid JSON")
+			return m, NewError(CodeParseError, "invalid JSON")
 		}
-		return m, 0, NewError(CodeInvalidRequest, "not a JSON-RPC object")
+		return m, NewError(CodeInvalidRequest, "not a JSON-RPC object")
 	}
 	if err := json.Unmarshal(p, &m); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) || !json.Valid(p) {
-			return rpcMsg{}, 0, NewError(CodeParseError, "invalid JSON")
+			return rpcMsg{}, NewError(CodeParseError, "invalid JSON")
 		}
-		return rpcMsg{}, 0, NewError(CodeInvalidRequest, "not a JSON-RPC object")
+		return rpcMsg{}, NewError(CodeInvalidRequest, "not a JSON-RPC object")
 	}
+	return m, nil
+}
+
+// classifyRPC checks a decoded JSON-RPC object and tells its kind.
+func classifyRPC(m rpcMsg) (rpcMsg, rpcKind, *Error) {
 	if !validID(m.ID) {
 		m.ID = nil
 		return m, 0, NewError(CodeInvalidRequest, "id must be a string, a number or null")
