@@ -43,7 +43,7 @@ type Options struct {
 	// less memory.
 	StreamWindow int
 	// ReceiveBuffer caps the socket's kernel receive buffer in bytes
-	// (default 256 KiB; negative leaves the OS default). Bytes queued in
+	// (default 64 KiB; negative leaves the OS default). Bytes queued in
 	// the kernel cannot be overtaken, so a small buffer keeps terminal
 	// echo quick while bulk output streams on the same socket.
 	ReceiveBuffer int
@@ -103,10 +103,10 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 }
 
 // smallBufferClient returns an HTTP client whose TCP connections have a
-// receive buffer of size bytes (0: 256 KiB; negative: the OS default).
+// receive buffer of size bytes (0: 64 KiB; negative: the OS default).
 func smallBufferClient(size int) *http.Client {
 	if size == 0 {
-		size = 256 << 10
+		size = 64 << 10
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
