@@ -3,6 +3,7 @@ package pty
 import (
 	"errors"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -60,11 +61,18 @@ func (t *Terminal) readLoop() {
 			reads++
 			t.mu.Lock()
 			t.ring.write(buf[:n])
+			woke := false
 			if n < smallRead || pending >= wakeBytes || reads >= wakeReads {
-				t.wakeLocked()
+				woke = t.wakeLocked()
 				pending, reads = 0, 0
 			}
 			t.mu.Unlock()
+			if woke && n < smallRead {
+				// An echo: its sender runs at once on this thread rather
+				// than after a futex wake of another (as mux does for a
+				// keystroke's consumer).
+				runtime.Gosched()
+			}
 		}
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -150,12 +150,14 @@ func (t *Terminal) Signal(sig syscall.Signal) error {
 }
 
 // wakeLocked wakes every attachment waiting for output.
-func (t *Terminal) wakeLocked() {
+func (t *Terminal) wakeLocked() (woke bool) {
 	if t.waiters {
 		close(t.notify)
 		t.notify = make(chan struct{})
 		t.waiters = false
+		return true
 	}
+	return false
 }
 
 // progressLocked wakes the reader if it waits for an attachment.
