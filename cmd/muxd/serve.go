@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/muxd/muxd/internal/proc"
 	"io"
 	"log/slog"
 	"os"
@@ -203,6 +204,11 @@ func hardenProcess(log *slog.Logger) {
 		log.Warn("prctl(PR_SET_DUMPABLE, 0) failed: /proc/<muxd>/environ may be readable by user commands", "err", err)
 	}
 	becomeSubreaper(log)
+	// What muxd inherited (a shell's or a CI runner's descriptors) must
+	// not reach the commands it runs.
+	if err := proc.CloseInheritedOnExec(); err != nil {
+		log.Warn("marking inherited descriptors close-on-exec failed: commands may inherit them", "err", err)
+	}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
