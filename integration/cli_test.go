@@ -55,6 +55,8 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 		{"timeout", "", []string{"exec", "--timeout", "300ms", "--", "sleep 5"}, "", "", 124, ""},
 		{"session created on first use", "", []string{"exec", "--session", "cli", "--", "cd /tmp && export B=2"}, "", "", 0, ""},
 		{"session keeps cwd and exports", "", []string{"exec", "--session", "cli", "--", "echo $B $(pwd)"}, "2 /tmp\n", "", 0, ""},
+		{"a command ends the session's shell", "", []string{"exec", "--session", "cli", "--", "exit 4"}, "", "", 4, ""},
+		{"the next exec starts it anew, and says so", "", []string{"exec", "--session", "cli", "--", "echo ${B-unset}"}, "unset\n", "", 0, `session "cli" had ended`},
 		{"no command", "", []string{"exec"}, "", "", 2, "no command"},
 	}
 	for _, tt := range tests {

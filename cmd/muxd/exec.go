@@ -40,7 +40,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var o clientOpts
 	fs := flag.NewFlagSet("muxd exec", flag.ContinueOnError)
 	addClientFlags(fs, &o)
-	session := fs.String("session", "", "run in this session's shell, created on first use (its cwd, exports and functions persist)")
+	session := fs.String("session", "", "run in this session's shell, created on first use and again if its shell ended (its cwd, exports and functions persist)")
 	cwd := fs.String("cwd", "", "working `dir`")
 	timeout := fs.Duration("timeout", 0, "kill the command after this `duration` (0 = none)")
 	withStdin := fs.Bool("stdin", false, "send this command's stdin to the command (read to EOF first)")
@@ -96,6 +96,15 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	res, err := c.Exec(ctx, command, opts)
+	if *session != "" && client.IsCode(err, mux.CodeSessionDead) {
+		// The named shell ended (a command ran exit, say): like opening a
+		// terminal again, start a fresh one under the same name, and say
+		// so, since its cwd and exports are gone. The command has not run.
+		fmt.Fprintf(stderr, "muxd exec: session %q had ended (%v); starting a new one\n", *session, err)
+		if err = restartSession(ctx, c, *session); err == nil {
+			res, err = c.Exec(ctx, command, opts)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "muxd exec: interrupted; the command was killed")
@@ -109,6 +118,18 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_, _ = stderr.Write(res.Stderr) // Best effort.
 	}
 	return exitCode(res.ExitCode, res.Signal, res.TimedOut)
+}
+
+// restartSession replaces a dead session with a fresh one of the same id.
+func restartSession(ctx context.Context, c *client.Client, id string) error {
+	if err := c.Session(id).Delete(ctx); err != nil && !client.IsCode(err, mux.CodeNotFound) {
+		return err
+	}
+	_, err := c.CreateSession(ctx, client.SessionOptions{ID: id})
+	if client.IsCode(err, mux.CodeAlreadyExists) {
+		return nil // another client made it meanwhile
+	}
+	return err
 }
 
 // exitCode maps a result to a shell-style exit status.
