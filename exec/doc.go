@@ -23,13 +23,12 @@
 // # Session commands and completion
 //
 // The session shell runs a loop, parsed once at start, that reads one
-// short line per command from the command pipe, which bash runs as its
-// script (see wrapper.go). A session
+// short line per command from its stdin (see wrapper.go). A session
 // command's text goes to the session's command file (fixed paths per
 // session, rewritten in place on tmpfs), which the loop sources as a group
 // command in the main shell, with stdout and stderr on the
-// session's output FIFOs and stdin from /dev/null, the shell's own stdin
-// (or a file of the given bytes); then `\builtin printf` writes `$?` to the shell's own stdout,
+// session's output FIFOs and stdin from /dev/null (or a file of the given
+// bytes); then `\builtin printf` writes `$?` to the shell's own stdout,
 // the control pipe the engine reads (the in-band marker) straight from the
 // goroutine that runs the command: ppoll for the first 2 ms, then read
 // deadlines for timeouts, cancellation and the lazy drains. No hand-off on

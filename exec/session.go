@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// session is one persistent bash fed through a pipe: the script it runs.
+// session is one persistent bash fed through a stdin pipe.
 type session struct {
 	e         *Engine
 	id, cwd   string
@@ -29,7 +29,7 @@ type session struct {
 	env       []string      // the environment the shell started with
 	dir       string        // command files, FIFOs and exit records
 	child     *proc.Process
-	stdin     *os.File // the command pipe (the shell's script, fd cmdFD); written only by the turn holder
+	stdin     *os.File // command lines; written only by the turn holder
 	ctl       *os.File // read end of the control pipe (the shell's stdout); read only by the turn holder
 	mark      string   // the marker lines' random token (see wrapper.go)
 	shellOut  *tail    // the shell's own stderr (traces, dying words)
@@ -168,10 +168,9 @@ func (s *session) start(env []string) error {
 	// The control pipe is the shell's stdout: every command runs with its
 	// stdout on a FIFO (bash keeps the pipe in a close-on-exec copy), and
 	// the marker needs no redirection of its own.
-	// The command pipe is the shell's script (fd 3), stdin is /dev/null.
 	child, err := proc.Start(proc.Spec{
-		Path: s.e.cfg.Shell, Args: []string{"bash", "--noprofile", "--norc", "/proc/self/fd/3"},
-		Dir: s.cwd, Env: env, Stdout: ctlW, Stderr: outW, ExtraFiles: []*os.File{inR},
+		Path: s.e.cfg.Shell, Args: []string{"bash", "--noprofile", "--norc"},
+		Dir: s.cwd, Env: env, Stdin: inR, Stdout: ctlW, Stderr: outW,
 	})
 	closeAll(inR, ctlW, outW)
 	if err != nil {

@@ -5,23 +5,20 @@ import (
 	"strings"
 )
 
-// The session loop. The shell runs /proc/self/fd/3 as its script: the
-// command pipe, which bash reads on its own close-on-exec fd 255 (so the
-// programs commands start do not inherit it), with stdin on /dev/null.
-// The script's first line defines the readonly variable __muxd_L and
-// evals it: a loop, parsed once, that runs one command per line it reads
-// from fd 255 (an empty line, or "i" when the command has stdin). With D
-// the session's directory and MARK its token:
+// The session loop. The shell's first input defines the readonly variable
+// __muxd_L and evals it: a loop, parsed once, that runs one command per
+// line it reads from stdin (an empty line, or "i" when the command has
+// stdin). With D the session's directory and MARK its token:
 //
 //	while ((1)); do
 //	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; EMIT 0; }
-//	  IFS= \builtin read -r -u 255 __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
+//	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
 //	  \builtin trap '\builtin return 130 2>/dev/null' INT
 //	  __muxd_p=1
 //	  if [[ $__muxd_x == i ]]; then
 //	    for __muxd_i in 1; do { \builtin source D/c;} <D/i >|D/o 2>|D/e; done
 //	  else
-//	    for __muxd_i in 1; do { \builtin source D/c;} >|D/o 2>|D/e; done
+//	    for __muxd_i in 1; do { \builtin source D/c;} </dev/null >|D/o 2>|D/e; done
 //	  fi
 //	  __muxd_rc=$?; __muxd_p=; EMIT "$__muxd_rc"
 //	done
@@ -65,12 +62,7 @@ import (
 //     set again for every command, since the user may change it.
 //   - if the pipe is unusable, the exit record file is the fallback,
 //     picked up by the exit watcher.
-//   - stdin is /dev/null unless bytes were given, so readers get EOF. It
-//     is the shell's own stdin, so a command without stdin bytes needs no
-//     redirection for it (each one costs ~13 µs of bash here, a tenth of
-//     a command). The loop reads from the script's fd: bash reads a
-//     script from a pipe one byte at a time, so it never takes a line
-//     meant for the loop.
+//   - stdin is /dev/null unless bytes were given, so readers get EOF.
 func wrapperLine(withStdin bool) string {
 	if withStdin {
 		return "i\n"
@@ -83,35 +75,27 @@ func wrapperLine(withStdin bool) string {
 func loopText(dir, mark string) string {
 	q := func(name string) string { return shQuote(dir + "/" + name) }
 	group := func(in string) string {
-		return `for __muxd_i in 1; do { \builtin source ` + q("c") + `;}` + in + ` >|` + q("o") + ` 2>|` + q("e") + `; done`
+		return `for __muxd_i in 1; do { \builtin source ` + q("c") + `;} <` + in + ` >|` + q("o") + ` 2>|` + q("e") + `; done`
 	}
 	emit := func(status string) string {
 		return `\builtin printf '` + mark + ` %s\n' ` + status + `||\builtin printf '%s\n' ` + status + ` >|` + q("x/x")
 	}
 	return `while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;` + emit("0") + `;};` +
-		`IFS= \builtin read -r -u ` + strconv.Itoa(cmdFD) + ` __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
+		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
 		`\builtin trap '\builtin return 130 2>/dev/null' INT;` +
 		`__muxd_p=1;` +
-		`if [[ $__muxd_x == i ]]; then ` + group(" <"+q("i")) + `; else ` + group("") + `; fi;` +
+		`if [[ $__muxd_x == i ]]; then ` + group(q("i")) + `; else ` + group("/dev/null") + `; fi;` +
 		`__muxd_rc=$?;__muxd_p=;` + emit(`"$__muxd_rc"`) + `;` +
 		`done;` +
 		`__muxd_rc=$?;__muxd_p=;` + emit(`"$__muxd_rc"`) + `;\builtin eval "$__muxd_L"`
 }
 
-// cmdFD is where bash keeps the script it runs (the command pipe): its
-// highest fd, close-on-exec.
-const cmdFD = 255
-
-// setupLine is the script's first and last line of shell code: it closes
-// fd 3 (bash reads the script on cmdFD), names the shell "bash" in $0 and
-// error messages rather than its script's path, defines the loop
-// (readonly: users cannot unset or change it) and enters it. Functions
-// named exec (from exported BASH_FUNC_ variables) are dropped first. extra
-// runs before the loop (tests break the control pipe with it).
+// setupLine is the shell's first and last line of shell code: it defines
+// the loop (readonly: users cannot unset or change it) and enters it.
+// extra runs before the loop (tests break the control pipe with it).
 func setupLine(dir, mark, extra string) string {
-	return `\builtin unset -f exec 2>/dev/null;exec 3<&-;BASH_ARGV0=bash;` +
-		`\builtin readonly __muxd_L=` + shQuote(loopText(dir, mark)) + ";" + extra + `\builtin eval "$__muxd_L"` + "\n"
+	return `\builtin readonly __muxd_L=` + shQuote(loopText(dir, mark)) + ";" + extra + `\builtin eval "$__muxd_L"` + "\n"
 }
 
 // shQuote quotes s for bash as one word.
