@@ -148,3 +148,24 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Errorf("%d goroutines before, %d after Close:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// Programs a session command starts see fds 0-2 only: not the command
+// pipe, the control pipe or the saved copies bash keeps, whether the
+// command has stdin bytes or not.
+func TestSessionCommandsInheritOnlyStdio(t *testing.T) {
+	if err := proc.CloseInheritedOnExec(); err != nil { // what the daemon does at start
+		t.Fatal(err)
+	}
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	for _, stdin := range [][]byte{nil, []byte("x")} {
+		// ls opens /proc/self/fd itself, as fd 3.
+		r, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{SessionID: sid, Command: "ls /proc/self/fd | tr '\\n' ' '", Stdin: stdin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(r.Stdout); got != "0 1 2 3 " {
+			t.Errorf("stdin %q: fds %q, want 0 1 2 3", stdin, got)
+		}
+	}
+}

@@ -144,3 +144,30 @@ func TestSessionInterruptWhileIdleKeepsLoop(t *testing.T) {
 		}
 	}
 }
+
+// A command that changes the shell's stdin keeps the change to itself:
+// the next commands read /dev/null again.
+func TestSessionStdinChangesDoNotCarryOver(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(file, []byte("leaked\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEngine(t)
+	for _, cmd := range []string{"exec <" + file, "exec 0<&-", "exec 0<" + file + "; read x; echo $x"} {
+		t.Run(cmd, func(t *testing.T) {
+			sid := newSession(t, e, SessionOptions{})
+			defer e.DeleteSession(sid)
+			mustExec(t, e, ExecRequest{SessionID: sid, Command: cmd})
+			for range 2 {
+				r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "cat; read x; echo rc=$?"})
+				if string(r.Stdout) != "rc=1\n" || len(r.Stderr) != 0 {
+					t.Fatalf("after %q: stdout %q stderr %q, want rc=1 from /dev/null", cmd, r.Stdout, r.Stderr)
+				}
+			}
+			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "cat", Stdin: []byte("given")})
+			if string(r.Stdout) != "given" {
+				t.Fatalf("with stdin bytes: %q", r.Stdout)
+			}
+		})
+	}
+}
