@@ -42,10 +42,12 @@ type Options struct {
 	// (default 4 MiB): larger windows stream faster, smaller ones hold
 	// less memory.
 	StreamWindow int
-	// ReceiveBuffer caps the socket's kernel receive buffer in bytes
-	// (default 64 KiB; negative leaves the OS default). Bytes queued in
-	// the kernel cannot be overtaken, so a small buffer keeps terminal
-	// echo quick while bulk output streams on the same socket.
+	// ReceiveBuffer caps the socket's kernel receive buffer in bytes when
+	// the daemon is on loopback (default 64 KiB; negative leaves the OS
+	// default). Bytes queued in the kernel cannot be overtaken, so a small
+	// buffer keeps terminal echo quick while bulk output streams on the
+	// same socket. Over a network the OS default stays: a capped buffer
+	// would cap throughput at buffer/RTT.
 	ReceiveBuffer int
 	// HTTPClient dials the WebSocket (default: one with ReceiveBuffer).
 	HTTPClient *http.Client
@@ -102,8 +104,9 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// smallBufferClient returns an HTTP client whose TCP connections have a
-// receive buffer of size bytes (0: 64 KiB; negative: the OS default).
+// smallBufferClient returns an HTTP client whose loopback TCP connections
+// have a receive buffer of size bytes (0: 64 KiB; negative: the OS
+// default).
 func smallBufferClient(size int) *http.Client {
 	if size == 0 {
 		size = 64 << 10
@@ -113,7 +116,9 @@ func smallBufferClient(size int) *http.Client {
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, network, addr)
 		if tc, ok := conn.(*net.TCPConn); ok && size > 0 {
-			_ = tc.SetReadBuffer(size) // Best effort: the default only costs latency.
+			if a, ok := tc.RemoteAddr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+				_ = tc.SetReadBuffer(size) // Best effort: the default only costs latency.
+			}
 		}
 		return conn, err
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"golang.org/x/sys/unix"
 	"net"
 	"net/http"
 	"sync"
@@ -109,18 +110,38 @@ func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 		"duration", time.Since(start).Round(time.Millisecond).String(), "reason", errString(conn.Err()))
 }
 
-// sendBuffer caps the kernel's send buffer of a /ws socket (64 KiB; the
-// kernel doubles it). The writer serves keystroke echo before bulk
-// output, but bytes already handed to the kernel cannot be reordered:
-// with the default autotuned buffer (several MiB on loopback) an echo
-// could wait behind ~10 ms of bulk. Measured with make bench against
-// 256 KiB: the same stream throughput (~600 MB/s on loopback) and an
-// echo p99 under a flood about a fifth lower.
+// sendBuffer bounds what the kernel holds of a /ws socket's output (64
+// KiB). The writer serves keystroke echo before bulk output, but bytes
+// already handed to the kernel cannot be reordered: with the default
+// autotuned buffer (several MiB on loopback) an echo could wait behind
+// ~10 ms of bulk.
+//   - On loopback the send buffer itself is capped (the kernel doubles
+//     it): with no round trip to cover, it costs no throughput, and
+//     measured with make bench against 256 KiB the echo p99 under a flood
+//     was about a fifth lower (TCP_NOTSENT_LOWAT alone did worse there).
+//   - Over a network a capped send buffer would cap throughput at
+//     buffer/RTT, so only unsent bytes are bounded (TCP_NOTSENT_LOWAT):
+//     bytes in flight are left to the congestion window.
 const sendBuffer = 64 << 10
 
 func limitSendBuffer(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
+		a, _ := tc.RemoteAddr().(*net.TCPAddr)
+		boundSendQueue(tc, a != nil && a.IP.IsLoopback())
+	}
+}
+
+// boundSendQueue applies sendBuffer to tc, the loopback way or the
+// network way.
+func boundSendQueue(tc *net.TCPConn, loopback bool) {
+	if loopback {
 		_ = tc.SetWriteBuffer(sendBuffer) // Best effort: the default only costs latency.
+		return
+	}
+	if rc, err := tc.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, sendBuffer) // Best effort, as above.
+		})
 	}
 }
 
