@@ -183,12 +183,7 @@ func (s *jsonScan) value(depth int) bool {
 	switch c := s.p[s.i]; {
 	case c == '{':
 		s.i++
-		s.space()
-		if s.eat('}') {
-			return true
-		}
-		for range len(s.p) { // bounded: each member consumes bytes
-			s.space()
+		return s.seq('}', func() bool {
 			if !s.str() {
 				return false
 			}
@@ -197,38 +192,11 @@ func (s *jsonScan) value(depth int) bool {
 				return false
 			}
 			s.space()
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.space()
-			if s.eat('}') {
-				return true
-			}
-			if !s.eat(',') {
-				return false
-			}
-		}
-		return false
+			return s.value(depth + 1)
+		})
 	case c == '[':
 		s.i++
-		s.space()
-		if s.eat(']') {
-			return true
-		}
-		for range len(s.p) { // bounded: each element consumes bytes
-			s.space()
-			if !s.value(depth + 1) {
-				return false
-			}
-			s.space()
-			if s.eat(']') {
-				return true
-			}
-			if !s.eat(',') {
-				return false
-			}
-		}
-		return false
+		return s.seq(']', func() bool { return s.value(depth + 1) })
 	case c == '"':
 		return s.str()
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -236,6 +204,29 @@ func (s *jsonScan) value(depth int) bool {
 	default:
 		return s.literal("true") || s.literal("false") || s.literal("null")
 	}
+}
+
+// seq skips the rest of an object or an array, after its opening byte:
+// items separated by commas, up to end.
+func (s *jsonScan) seq(end byte, item func() bool) bool {
+	s.space()
+	if s.eat(end) {
+		return true
+	}
+	for range len(s.p) { // bounded: each item consumes bytes
+		s.space()
+		if !item() {
+			return false
+		}
+		s.space()
+		if s.eat(end) {
+			return true
+		}
+		if !s.eat(',') {
+			return false
+		}
+	}
+	return false
 }
 
 // str skips a string: no control characters, valid escapes.
