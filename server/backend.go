@@ -3,11 +3,12 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"golang.org/x/sys/unix"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/muxd/muxd/mux"
 	"github.com/muxd/muxd/pty"

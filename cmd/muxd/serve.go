@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/muxd/muxd/internal/proc"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/muxd/muxd/internal/proc"
 	"github.com/muxd/muxd/server"
 )
 
