@@ -122,7 +122,12 @@ func (e *Engine) fromSnapshot(ctx context.Context, s *session, req ProcessReques
 		removeFiles(files)
 		return childSpec{}, nil, err
 	}
-	script := "\\builtin source " + shQuote(snap) + " 2>/dev/null\n"
+	// The snapshot re-exports the session's tree mark; the process keeps
+	// its own, or deleting the session would end it too.
+	mark := proc.MarkVar
+	script := "__muxd_m=${" + mark + "-}\n" +
+		"\\builtin source " + shQuote(snap) + " 2>/dev/null\n" +
+		"\\builtin export " + mark + "=\"$__muxd_m\"; \\builtin unset __muxd_m\n"
 	for k, v := range req.Env {
 		if v == nil {
 			script += "\\builtin unset " + k + "\n"

@@ -145,8 +145,11 @@ func TestProcessStdinWriteAndClose(t *testing.T) {
 
 func TestKillLeavesNoDescendantAlive(t *testing.T) {
 	e := newTestEngine(t)
-	p := startProc(t, e, ProcessRequest{Command: "sleep 100 & echo $!; setsid sleep 100 & echo $!; nohup sleep 100 >/dev/null 2>&1 & echo $!; bash -c 'sleep 100 & echo $!; wait' & sleep 100"})
-	waitLines(t, e, p.ID, 4)
+	// The last one double-forks through setsid (a daemon): its parent is
+	// gone and it leads its own session, so only the tree mark finds it.
+	p := startProc(t, e, ProcessRequest{Command: "sleep 100 & echo $!; setsid sleep 100 & echo $!; nohup sleep 100 >/dev/null 2>&1 & echo $!; bash -c 'sleep 100 & echo $!; wait' & " +
+		"(setsid sh -c 'echo $$ >&3; exec sleep 100 3>&-' 3>&1 >/dev/null 2>&1 </dev/null &); sleep 100"})
+	waitLines(t, e, p.ID, 5)
 	data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 1000)
 	var pids []int
 	for _, f := range strings.Fields(string(data)) {

@@ -282,13 +282,25 @@ func TestTwoSessionsRunInParallel(t *testing.T) {
 func TestDeleteSessionKillsItsJobsNotSnapshotProcesses(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
-	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 100 & echo $!; setsid sleep 100 & echo $!"})
+	// The last job double-forks through setsid (a daemon) and reports its
+	// pid through a FIFO, so the command waits for it.
+	fifo := filepath.Join(t.TempDir(), "pid")
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 100 & echo $!; setsid sleep 100 & echo $!; " +
+		"mkfifo " + fifo + "; (setsid sh -c 'echo $$ >" + fifo + "; exec sleep 100' >/dev/null 2>&1 </dev/null &); cat " + fifo})
 	var pids []int
 	for _, f := range strings.Fields(string(r.Stdout)) {
 		pids = append(pids, atoi(t, f))
 	}
-	p, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{SessionID: sid, Command: "sleep 100"})
+	if len(pids) != 3 {
+		t.Fatalf("pids %q", r.Stdout)
+	}
+	// The snapshot process's own child carries the session's exports, but
+	// not the session's tree mark.
+	p, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{SessionID: sid, Command: "sleep 100 & echo $!; wait"})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitForLog(ctxT(t, 5*time.Second), p.ID, `^\d+$`, Stdout, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.DeleteSession(sid); err != nil {
@@ -302,6 +314,10 @@ func TestDeleteSessionKillsItsJobsNotSnapshotProcesses(t *testing.T) {
 	}
 	if info, _ := e.GetProcess(p.ID); info.Status != StatusRunning || !pidAlive(p.Pid) {
 		t.Errorf("snapshot process status %q after session deletion, want running", info.Status)
+	}
+	out, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
+	if child := atoi(t, strings.TrimSpace(string(out))); !pidAlive(child) {
+		t.Errorf("the snapshot process's child %d died with the session", child)
 	}
 	_ = e.KillProcess(p.ID, unix.SIGKILL, 0)
 }

@@ -265,6 +265,17 @@ func TestDestroyKillsChildren(t *testing.T) {
 		}
 		pids = append(pids, pid)
 	}
+	// A daemon: double-forked through setsid, no parent, group or session
+	// link left to the shell.
+	typeLine(t, term, `(setsid sh -c 'echo "orph:$$:x$((3+3))"; exec sleep 1002' </dev/null &)`)
+	c.waitFor(t, ":x6")
+	out = c.liveString()
+	out = out[:strings.LastIndex(out, ":x6")]
+	orphan, err := strconv.Atoi(out[strings.LastIndex(out, "orph:")+len("orph:"):])
+	if err != nil {
+		t.Fatalf("parse the daemon's pid in %q", out)
+	}
+	pids = append(pids, orphan)
 	shell := term.Pid()
 	if err := m.Destroy("tree"); err != nil {
 		t.Fatal(err)

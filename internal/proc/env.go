@@ -12,10 +12,11 @@ import (
 var ErrInvalidEnv = errors.New("proc: invalid environment variable")
 
 // hidden reports whether a variable of muxd's own environment must not
-// reach children unless given explicitly: muxd's secrets and settings, and
-// the variables that make a non-interactive bash source a file.
+// reach children unless given explicitly: muxd's secrets and settings, the
+// variables that make a non-interactive bash source a file, and the tree
+// mark of whatever started muxd ([Start] sets the child's own).
 func hidden(name string) bool {
-	return strings.HasPrefix(name, "MUXD_") || name == "BASH_ENV" || name == "ENV"
+	return strings.HasPrefix(name, "MUXD_") || name == "BASH_ENV" || name == "ENV" || name == MarkVar
 }
 
 // Env builds a child's environment: base (usually os.Environ()) without

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -425,3 +426,85 @@ func TestChildrenGetDefaultSignalDispositions(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// Orphans that left the tree's parent links, process group and session
+// (a double fork through setsid, the daemon pattern) are still members:
+// they carry the tree's environment mark.
+func TestKillTreeFindsDoubleForkedOrphans(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		alive  bool // the root still runs at the kill
+	}{
+		{"root running", `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null; wait; sleep 100`, true},
+		{"root exited", `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null`, false},
+		{"nested setsid", `(setsid sh -c '(setsid sh -c "echo \$\$; exec sleep 100" &); sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null; sleep 100`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			p := bash(t, tt.script, w)
+			w.Close()
+			orphan := readPids(t, r, 1)[0]
+			t.Cleanup(func() { _ = unix.Kill(orphan, unix.SIGKILL) })
+			if !tt.alive {
+				waitFor(t, p)
+			}
+			// Its parent is gone, so the links no longer lead to it.
+			for deadline := time.Now().Add(5 * time.Second); slices.Contains(Descendants(p.Pid), orphan) && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if slices.Contains(Descendants(p.Pid), orphan) {
+				t.Fatalf("orphan %d still linked to the tree", orphan)
+			}
+			// Another tree's orphan, marked differently, must live on.
+			r2, w2, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r2.Close()
+			other := bash(t, `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null`, w2)
+			w2.Close()
+			bystander := readPids(t, r2, 1)[0]
+			t.Cleanup(func() { _ = KillTree(bystander, unix.SIGKILL, 0) })
+			waitFor(t, other)
+			if !alive(orphan) {
+				t.Fatalf("orphan %d not running before the kill", orphan)
+			}
+			if err := p.KillTree(unix.SIGTERM, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); alive(orphan) && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if alive(orphan) {
+				t.Fatalf("orphan %d survived KillTree", orphan)
+			}
+			if !alive(bystander) {
+				t.Fatalf("another tree's orphan %d was killed", bystander)
+			}
+		})
+	}
+}
+
+func TestChildrenGetTheirOwnTreeMark(t *testing.T) {
+	t.Setenv(MarkVar, "inherited") // as if muxd ran inside another tree
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := bash(t, `echo "$`+MarkVar+`"; env | grep -c '^`+MarkVar+`='`, w)
+	w.Close()
+	waitFor(t, p)
+	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	out, _ := io.ReadAll(r)
+	lines := strings.Fields(string(out))
+	if len(lines) != 2 || lines[0] != p.mark || lines[1] != "1" || len(p.mark) != 24 {
+		t.Fatalf("child saw %q, want its own mark %q once", out, p.mark)
+	}
+}

@@ -24,7 +24,8 @@ type Spec struct {
 	Args []string
 	// Dir is the working directory; "" keeps muxd's.
 	Dir string
-	// Env is the child's whole environment; build it with [Env].
+	// Env is the child's whole environment; build it with [Env]. Start
+	// adds the tree mark ([MarkVar]).
 	Env []string
 	// Stdin, Stdout and Stderr become fds 0, 1 and 2; nil means /dev/null.
 	Stdin, Stdout, Stderr *os.File
@@ -64,6 +65,7 @@ type Process struct {
 	// Pid is the child's process id.
 	Pid int
 
+	mark   string // the tree's MarkVar value
 	done   chan struct{}
 	status Status // written once before done is closed
 	err    error  // a wait failure (never expected); written before done
@@ -128,7 +130,8 @@ func Start(spec Spec) (*Process, error) {
 	} else {
 		sys.Setpgid = true
 	}
-	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: sys}
+	mark := newMark()
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: withMark(spec.Env, mark), Files: files, Sys: sys}
 
 	// Fork under the registry's read lock so the orphan reaper, which holds
 	// the write lock while it scans, never sees an owned child unregistered.
@@ -148,7 +151,7 @@ func Start(spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proc: start %s: %w", spec.Path, err)
 	}
-	p := &Process{Pid: pid, done: make(chan struct{})}
+	p := &Process{Pid: pid, mark: mark, done: make(chan struct{})}
 	go p.wait(pidfd)
 	return p, nil
 }
@@ -223,11 +226,14 @@ func (p *Process) SignalGroup(sig syscall.Signal) error {
 	return ignoreESRCH(unix.Kill(-p.Pid, sig))
 }
 
-// KillTree ends the child's whole tree; see the package function. Once the
-// child itself has been reaped its pid may be recycled, so only the members
-// of its process group or session and their descendants are signalled.
+// KillTree ends the child's whole tree; see the package function. It also
+// ends the processes that carry the child's tree mark ([MarkVar]) and
+// their descendants: orphans that double-forked away through setsid. Once
+// the child itself has been reaped its pid may be recycled, so only the
+// members of its process group or session, the marked processes, and their
+// descendants are signalled.
 func (p *Process) KillTree(sig syscall.Signal, grace time.Duration) error {
-	return killTree(p.Pid, !p.Exited(), sig, grace)
+	return killTree(p.Pid, !p.Exited(), p.mark, sig, grace)
 }
 
 func ignoreESRCH(err error) error {

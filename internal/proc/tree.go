@@ -15,6 +15,7 @@ import (
 type procStat struct {
 	pid, ppid, pgid, sid int
 	state                byte
+	start                uint64 // clock ticks after boot
 }
 
 // readStat parses /proc/<pid>/stat. The command name is in parentheses and
@@ -30,13 +31,14 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	f := bytes.Fields(b[i+2:])
-	if len(f) < 4 || len(f[0]) != 1 {
+	if len(f) < 20 || len(f[0]) != 1 {
 		return procStat{}, false
 	}
 	st := procStat{pid: pid, state: f[0][0]}
 	st.ppid, _ = strconv.Atoi(string(f[1]))
 	st.pgid, _ = strconv.Atoi(string(f[2]))
 	st.sid, _ = strconv.Atoi(string(f[3]))
+	st.start, _ = strconv.ParseUint(string(f[19]), 10, 64) // field 22, starttime
 	return st, true
 }
 
@@ -61,12 +63,38 @@ func snapshot() []procStat {
 	return out
 }
 
+// member is how a tree walk recognizes the members of a tree that are no
+// longer linked to it: mark is the tree's environment mark ("" for none),
+// and since the root's start time (0 when unknown), before which no
+// member can have started.
+type member struct {
+	mark  string
+	since uint64
+	seen  map[int]bool // pids whose environment was read: marked or not
+}
+
+// marked reports whether pid carries the mark, reading its environment
+// once per walk.
+func (m *member) marked(pid int) bool {
+	if v, ok := m.seen[pid]; ok {
+		return v
+	}
+	v := hasMark(pid, m.mark)
+	if m.seen == nil {
+		m.seen = map[int]bool{}
+	}
+	m.seen[pid] = v
+	return v
+}
+
 // tree returns the live (non-zombie) members of root's tree in procs: root
 // (if withRoot), members of the process group and session that root leads
-// (which keeps nohup'ed children whose parent already exited), and their
-// descendants by parent pid. Without withRoot, root's pid is trusted only as
-// a group or session id, which the kernel does not recycle while in use.
-func tree(root int, procs []procStat, withRoot bool) []int {
+// (which keeps nohup'ed children whose parent already exited), processes
+// carrying the tree's mark (orphans that double-forked through setsid and
+// were reparented away), and their descendants by parent pid. Without
+// withRoot, root's pid is trusted only as a group or session id, which the
+// kernel does not recycle while in use.
+func tree(root int, procs []procStat, withRoot bool, m *member) []int {
 	children := make(map[int][]int, len(procs))
 	for _, p := range procs {
 		children[p.ppid] = append(children[p.ppid], p.pid)
@@ -82,17 +110,29 @@ func tree(root int, procs []procStat, withRoot bool) []int {
 	if withRoot {
 		add(root)
 	}
+	self := os.Getpid()
 	for _, p := range procs {
 		if p.pgid == root || p.sid == root {
 			add(p.pid)
 		}
 	}
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		for _, c := range children[pid] {
-			add(c)
+	walk := func() {
+		for len(queue) > 0 {
+			pid := queue[0]
+			queue = queue[1:]
+			for _, c := range children[pid] {
+				add(c)
+			}
 		}
+	}
+	walk()
+	if m != nil && m.mark != "" {
+		for _, p := range procs {
+			if !in[p.pid] && p.pid > 1 && p.pid != self && p.start >= m.since && m.marked(p.pid) {
+				add(p.pid)
+			}
+		}
+		walk()
 	}
 	live := make(map[int]bool, len(procs))
 	for _, p := range procs {
@@ -100,7 +140,6 @@ func tree(root int, procs []procStat, withRoot bool) []int {
 			live[p.pid] = true
 		}
 	}
-	self := os.Getpid()
 	out := make([]int, 0, len(in))
 	for pid := range in {
 		if pid > 1 && pid != self && live[pid] {
@@ -112,7 +151,7 @@ func tree(root int, procs []procStat, withRoot bool) []int {
 
 // Descendants returns the live members of root's tree other than root.
 func Descendants(root int) []int {
-	all := tree(root, snapshot(), true)
+	all := tree(root, snapshot(), true, nil)
 	out := all[:0]
 	for _, pid := range all {
 		if pid != root {
@@ -130,10 +169,10 @@ const maxFreezeRounds = 16
 // freeze stops every member of root's tree and returns them. Stopped
 // parents cannot fork, so rescanning until no new member appears yields the
 // whole tree.
-func freeze(root int, withRoot bool, stopped map[int]bool) []int {
+func freeze(root int, withRoot bool, m *member, stopped map[int]bool) []int {
 	for range maxFreezeRounds {
 		fresh := 0
-		for _, pid := range tree(root, snapshot(), withRoot) {
+		for _, pid := range tree(root, snapshot(), withRoot, m) {
 			if !stopped[pid] {
 				stopped[pid] = true
 				fresh++
@@ -162,15 +201,21 @@ var ErrBadRoot = errors.New("proc: refusing to kill pid <= 1 or muxd itself")
 // sig == SIGKILL skips the grace. KillTree returns once the tree has been
 // SIGKILLed or is gone; it signals only members of the tree.
 func KillTree(root int, sig syscall.Signal, grace time.Duration) error {
-	return killTree(root, true, sig, grace)
+	return killTree(root, true, "", sig, grace)
 }
 
-func killTree(root int, withRoot bool, sig syscall.Signal, grace time.Duration) error {
+// killTree is KillTree that also ends the processes carrying mark (see
+// [Process.KillTree]).
+func killTree(root int, withRoot bool, mark string, sig syscall.Signal, grace time.Duration) error {
 	if root <= 1 || root == os.Getpid() {
 		return ErrBadRoot
 	}
+	m := &member{mark: mark}
+	if st, ok := readStat(root); ok && withRoot {
+		m.since = st.start
+	}
 	stopped := map[int]bool{}
-	members := freeze(root, withRoot, stopped)
+	members := freeze(root, withRoot, m, stopped)
 	if sig != unix.SIGKILL {
 		for _, pid := range members {
 			_ = unix.Kill(pid, sig) // Best effort: it may be gone.
@@ -185,7 +230,7 @@ func killTree(root int, withRoot bool, sig syscall.Signal, grace time.Duration) 
 		// their stopped marks must not hide them.
 		clear(stopped)
 	}
-	for _, pid := range freeze(root, withRoot, stopped) {
+	for _, pid := range freeze(root, withRoot, m, stopped) {
 		_ = unix.Kill(pid, unix.SIGKILL) // Best effort.
 	}
 	return nil
