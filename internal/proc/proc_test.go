@@ -37,8 +37,22 @@ func bash(t *testing.T, script string, stdout *os.File) *Process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = KillTree(p.Pid, unix.SIGKILL, 0) })
+	t.Cleanup(func() { _ = p.KillTree(unix.SIGKILL, 0) })
 	return p
+}
+
+// bashPids runs script with stdout on a pipe and reads the n pids, one a
+// line, that it prints.
+func bashPids(t *testing.T, script string, n int) (*Process, []int) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := bash(t, script, w)
+	w.Close()
+	return p, readPids(t, r, n)
 }
 
 func waitFor(t *testing.T, p *Process) Status {
@@ -191,21 +205,14 @@ func TestKillTreeReapsGrandchildren(t *testing.T) {
 	}{{"TERM", unix.SIGTERM}, {"KILL", unix.SIGKILL}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
 			// A setsid'ed grandchild, a nohup'ed one, a plain background one
 			// and a nested bash with its own child.
-			p := bash(t, `
+			p, pids := bashPids(t, `
 setsid sleep 100 >/dev/null 2>&1 </dev/null & echo $!
 nohup sleep 100 >/dev/null 2>&1 & echo $!
 sleep 100 & echo $!
 bash -c 'sleep 100 & echo $!; wait' &
-wait`, w)
-			w.Close()
-			pids := readPids(t, r, 4)
+wait`, 4)
 			pids = append(pids, p.Pid)
 			for _, pid := range pids {
 				if !alive(pid) {
@@ -442,15 +449,8 @@ func TestKillTreeFindsDoubleForkedOrphans(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			p := bash(t, tt.script, w)
-			w.Close()
-			orphan := readPids(t, r, 1)[0]
-			t.Cleanup(func() { _ = unix.Kill(orphan, unix.SIGKILL) })
+			p, pids := bashPids(t, tt.script, 1)
+			orphan := pids[0]
 			if !tt.alive {
 				waitFor(t, p)
 			}
@@ -462,15 +462,8 @@ func TestKillTreeFindsDoubleForkedOrphans(t *testing.T) {
 				t.Fatalf("orphan %d still linked to the tree", orphan)
 			}
 			// Another tree's orphan, marked differently, must live on.
-			r2, w2, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r2.Close()
-			other := bash(t, `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null`, w2)
-			w2.Close()
-			bystander := readPids(t, r2, 1)[0]
-			t.Cleanup(func() { _ = KillTree(bystander, unix.SIGKILL, 0) })
+			other, pids := bashPids(t, `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null`, 1)
+			bystander := pids[0]
 			waitFor(t, other)
 			if !alive(orphan) {
 				t.Fatalf("orphan %d not running before the kill", orphan)
