@@ -122,13 +122,11 @@ func (e *Engine) fromSnapshot(ctx context.Context, s *session, req ProcessReques
 		removeFiles(files)
 		return childSpec{}, nil, err
 	}
-	// The snapshot re-exports the session's tree mark; the process keeps
-	// its own, or deleting the session would end it too.
-	mark := proc.MarkVar
-	script := "__muxd_m=${" + mark + "-}\n" +
-		"\\builtin source " + shQuote(snap) + " 2>/dev/null\n" +
-		"\\builtin export " + mark + "=\"$__muxd_m\"; \\builtin unset __muxd_m\n"
+	script := "\\builtin source " + shQuote(snap) + " 2>/dev/null\n"
 	for k, v := range req.Env {
+		if k == proc.MarkVar {
+			continue // muxd's, as for every child (proc.Start)
+		}
 		if v == nil {
 			script += "\\builtin unset " + k + "\n"
 		} else {

@@ -28,7 +28,11 @@ type process struct {
 	mu sync.Mutex
 	// killTree ends the record's tree; signal sends one signal to it. Set
 	// once the child runs; nil before.
-	killTree    func(sig syscall.Signal, grace time.Duration) error
+	killTree func(sig syscall.Signal, grace time.Duration) error
+	// leftovers ends what an ended process left running (background jobs,
+	// daemons); nil where the tree is not the record's own (a session
+	// command's shell is the session's).
+	leftovers   func(sig syscall.Signal, grace time.Duration) error
 	signal      func(sig syscall.Signal) error
 	pid         int
 	status      string
@@ -166,9 +170,17 @@ func (p *process) removeFiles() {
 }
 
 // kill ends the record's tree; byUser marks an end by signal as "killed".
+// A user's kill of an ended process ends what it left running; its
+// recorded end stays as it was.
 func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) error {
 	if p.ended() {
-		return nil
+		p.mu.Lock()
+		left := p.leftovers
+		p.mu.Unlock()
+		if !byUser || left == nil {
+			return nil
+		}
+		return left(sig, grace)
 	}
 	p.mu.Lock()
 	if byUser {
@@ -184,7 +196,8 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) err
 
 // KillProcess ends the whole tree of a process: sig to every member, then
 // SIGKILL after grace. It returns once the tree is gone or SIGKILLed. An
-// ended process is not an error.
+// ended process is not an error: what it left running (its process group
+// and the daemons carrying its tree mark) is ended.
 func (e *Engine) KillProcess(id string, sig syscall.Signal, grace time.Duration) error {
 	p, err := e.lookup(id)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,6 +168,33 @@ func TestKillLeavesNoDescendantAlive(t *testing.T) {
 			t.Errorf("descendant %d survived", pid)
 			killPid(pid)
 		}
+	}
+}
+
+// A launcher that starts a daemon and exits: killing the ended process
+// ends the daemon, and its recorded end stays.
+func TestKillEndedProcessEndsWhatItLeft(t *testing.T) {
+	e := newTestEngine(t)
+	fifo := filepath.Join(t.TempDir(), "pid")
+	p := startProc(t, e, ProcessRequest{Command: "mkfifo " + fifo + "; (setsid sh -c 'echo $$ >" + fifo + "; exec sleep 100' >/dev/null 2>&1 </dev/null &); cat " + fifo})
+	info := waitProc(t, e, p.ID)
+	data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
+	daemon := atoi(t, strings.TrimSpace(string(data)))
+	if !pidAlive(daemon) {
+		t.Fatalf("daemon %d not running after its launcher ended", daemon)
+	}
+	if err := e.KillProcess(p.ID, unix.SIGTERM, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); pidAlive(daemon) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // no event to wait on for a foreign pid
+	}
+	if pidAlive(daemon) {
+		killPid(daemon)
+		t.Fatalf("daemon %d survived the kill of its ended launcher", daemon)
+	}
+	if after, _ := e.GetProcess(p.ID); after.Status != info.Status || *after.ExitCode != 0 {
+		t.Errorf("record after the kill: %+v, was %+v", after, info)
 	}
 }
 

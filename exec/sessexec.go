@@ -28,6 +28,9 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 		if !shellName.MatchString(k) {
 			return "", fmt.Errorf("%w: env name %.40q", ErrInvalid, k)
 		}
+		if k == proc.MarkVar {
+			continue // muxd's, as for every child (proc.Start)
+		}
 		names = append(names, k)
 	}
 	sort.Strings(names)

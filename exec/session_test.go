@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/muxd/muxd/internal/proc"
 )
 
 func TestSessionStatePersists(t *testing.T) {
@@ -320,6 +322,64 @@ func TestDeleteSessionKillsItsJobsNotSnapshotProcesses(t *testing.T) {
 		t.Errorf("the snapshot process's child %d died with the session", child)
 	}
 	_ = e.KillProcess(p.ID, unix.SIGKILL, 0)
+}
+
+// Whatever the session did to its tree mark, a process started from its
+// snapshot has its own: the session's deletion must not end it, and a
+// session under set -e must not break the restore.
+func TestSnapshotProcessKeepsItsOwnTreeMark(t *testing.T) {
+	tests := []string{"true", "readonly " + proc.MarkVar, "set -e; readonly " + proc.MarkVar, "declare -x " + proc.MarkVar + "=forged"}
+	for _, setup := range tests {
+		t.Run(setup, func(t *testing.T) {
+			e := newTestEngine(t)
+			sid := newSession(t, e, SessionOptions{})
+			sessionMark := strings.TrimSpace(string(mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo $" + proc.MarkVar}).Stdout))
+			mustExec(t, e, ExecRequest{SessionID: sid, Command: setup})
+			p, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{SessionID: sid, Command: "echo $" + proc.MarkVar + "; sleep 100 & echo $!; wait"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = e.KillProcess(p.ID, unix.SIGKILL, 0) }()
+			waitLines(t, e, p.ID, 2)
+			out, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 200)
+			lines := strings.Fields(string(out))
+			if len(lines) != 2 || len(lines[0]) != 24 || lines[0] == sessionMark {
+				t.Fatalf("snapshot process printed %q; the session's mark is %q", out, sessionMark)
+			}
+			if err := e.DeleteSession(sid); err != nil {
+				t.Fatal(err)
+			}
+			if child := atoi(t, lines[1]); !pidAlive(child) {
+				t.Errorf("the snapshot process's child %d died with the session", child)
+			}
+		})
+	}
+}
+
+// The tree mark is muxd's: env overrides cannot forge it, or a command
+// could hide its daemons from kills.
+func TestEnvCannotForgeTheTreeMark(t *testing.T) {
+	e := newTestEngine(t)
+	forged := "forged"
+	env := map[string]*string{proc.MarkVar: &forged}
+	show := "echo $" + proc.MarkVar
+	sid := newSession(t, e, SessionOptions{Env: env})
+	sessionMark := strings.TrimSpace(string(mustExec(t, e, ExecRequest{SessionID: sid, Command: show}).Stdout))
+	if len(sessionMark) != 24 {
+		t.Fatalf("session mark %q", sessionMark)
+	}
+	if got := strings.TrimSpace(string(mustExec(t, e, ExecRequest{SessionID: sid, Command: show, Env: env}).Stdout)); got != sessionMark {
+		t.Errorf("session command with an override: mark %q, want the session's %q", got, sessionMark)
+	}
+	if got := strings.TrimSpace(string(mustExec(t, e, ExecRequest{Command: show, Env: env}).Stdout)); len(got) != 24 || got == sessionMark {
+		t.Errorf("stateless exec with an override: mark %q", got)
+	}
+	p := startProc(t, e, ProcessRequest{SessionID: sid, Command: show, Env: env})
+	waitProc(t, e, p.ID)
+	out, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
+	if got := strings.TrimSpace(string(out)); len(got) != 24 || got == sessionMark {
+		t.Errorf("snapshot process with an override: mark %q", got)
+	}
 }
 
 func TestSessionState(t *testing.T) {

@@ -3,6 +3,8 @@ package exec
 import (
 	"strconv"
 	"strings"
+
+	"github.com/muxd/muxd/internal/proc"
 )
 
 // The session loop. The shell's first input defines the readonly variable
@@ -106,13 +108,16 @@ func shQuote(s string) string {
 // snapshotScript writes the session state to path as a script a fresh
 // bash can source: variables and functions first, options last (so
 // `set -e` or `set -u` cannot break the restore), cwd at the very end. The
-// file is written where it will live: never a rename, which fails across
+// session's tree mark is left out (in a subshell, so the session keeps
+// it): the process keeps its own, whatever the session did to the
+// variable, or deleting the session would end the process too. The file
+// is written where it will live: never a rename, which fails across
 // filesystems.
 func snapshotScript(path string) string {
 	return "{\n" + snapshotBody + "} >|" + shQuote(path) + "\n"
 }
 
-const snapshotBody = `\builtin export -p
+const snapshotBody = `(\builtin export -n ` + proc.MarkVar + ` 2>/dev/null||\builtin :;\builtin export -p)
 \builtin declare -f
 \builtin alias -p
 \builtin umask -p

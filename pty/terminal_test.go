@@ -289,6 +289,7 @@ func TestDestroyKillsChildren(t *testing.T) {
 		}
 		if alive(pid) {
 			t.Errorf("pid %d survived destroy", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // ours: do not leave it running
 		}
 	}
 	if got := c.waitExit(t); got.Signal == "" {

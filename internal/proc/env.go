@@ -20,8 +20,9 @@ func hidden(name string) bool {
 }
 
 // Env builds a child's environment: base (usually os.Environ()) without
-// MUXD_*, BASH_ENV and ENV, then set applied in name order (a nil value
-// unsets; hidden names are allowed when given here explicitly). LANG
+// MUXD_*, BASH_ENV, ENV and MarkVar, then set applied in name order (a nil
+// value unsets; hidden names are allowed when given here explicitly,
+// except MarkVar, which [Start] always sets). LANG
 // defaults to C.UTF-8, and so does LC_ALL when LANG was not chosen either,
 // so tools never fall back to ASCII.
 func Env(base []string, set map[string]*string) ([]string, error) {

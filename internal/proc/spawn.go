@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -65,7 +66,8 @@ type Process struct {
 	// Pid is the child's process id.
 	Pid int
 
-	mark   string // the tree's MarkVar value
+	mark   string        // the tree's MarkVar value
+	start  atomic.Uint64 // start time (clock ticks after boot), 0 until known
 	done   chan struct{}
 	status Status // written once before done is closed
 	err    error  // a wait failure (never expected); written before done
@@ -233,7 +235,7 @@ func (p *Process) SignalGroup(sig syscall.Signal) error {
 // members of its process group or session, the marked processes, and their
 // descendants are signalled.
 func (p *Process) KillTree(sig syscall.Signal, grace time.Duration) error {
-	return killTree(p.Pid, !p.Exited(), p.mark, sig, grace)
+	return killTree(p.Pid, !p.Exited(), p.mark, p.start.Load(), sig, grace)
 }
 
 func ignoreESRCH(err error) error {
@@ -262,6 +264,11 @@ const pPIDFD = 3 // P_PIDFD, Linux 5.4
 func (p *Process) wait(pidfd int) {
 	defer close(p.done)
 	defer reg.remove(p.Pid)
+	// The pid is ours until reaped below: its start time bounds the tree
+	// (see member) even after that.
+	if st, ok := readStat(p.Pid); ok {
+		p.start.Store(st.start)
+	}
 	if pidfd < 0 {
 		// Kernels without pidfd support: a blocking wait on the pid.
 		var ws unix.WaitStatus

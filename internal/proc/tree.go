@@ -65,25 +65,42 @@ func snapshot() []procStat {
 
 // member is how a tree walk recognizes the members of a tree that are no
 // longer linked to it: mark is the tree's environment mark ("" for none),
-// and since the root's start time (0 when unknown), before which no
-// member can have started.
+// since the root's start time (0 when unknown).
 type member struct {
 	mark  string
 	since uint64
-	seen  map[int]bool // pids whose environment was read: marked or not
+	seen  map[[2]uint64]bool // (pid, start) whose environment was read: marked or not
 }
 
-// marked reports whether pid carries the mark, reading its environment
-// once per walk.
-func (m *member) marked(pid int) bool {
-	if v, ok := m.seen[pid]; ok {
+// candidate reports whether p, not linked to the tree, may be an unlinked
+// member whose environment is worth reading. Members start after the root;
+// one that left the tree was reparented to a reaper (muxd, init, or a
+// subreaper above muxd), which started before the root. So only the tops
+// of trees started since the root qualify, and a kill reads few
+// environments (a read can wait on the target's memory lock).
+func (m *member) candidate(p procStat, byPid map[int]procStat) bool {
+	if m.since == 0 {
+		return true
+	}
+	if p.start < m.since {
+		return false
+	}
+	parent, ok := byPid[p.ppid]
+	return !ok || p.ppid == 1 || p.ppid == os.Getpid() || parent.start <= m.since
+}
+
+// marked reports whether p carries the mark, reading its environment
+// once per kill (keyed with the start time: a pid may be reused meanwhile).
+func (m *member) marked(p procStat) bool {
+	key := [2]uint64{uint64(p.pid), p.start}
+	if v, ok := m.seen[key]; ok {
 		return v
 	}
-	v := hasMark(pid, m.mark)
+	v := hasMark(p.pid, m.mark)
 	if m.seen == nil {
-		m.seen = map[int]bool{}
+		m.seen = map[[2]uint64]bool{}
 	}
-	m.seen[pid] = v
+	m.seen[key] = v
 	return v
 }
 
@@ -127,8 +144,12 @@ func tree(root int, procs []procStat, withRoot bool, m *member) []int {
 	}
 	walk()
 	if m != nil && m.mark != "" {
+		byPid := make(map[int]procStat, len(procs))
 		for _, p := range procs {
-			if !in[p.pid] && p.pid > 1 && p.pid != self && p.start >= m.since && m.marked(p.pid) {
+			byPid[p.pid] = p
+		}
+		for _, p := range procs {
+			if !in[p.pid] && p.pid > 1 && p.pid != self && m.candidate(p, byPid) && m.marked(p) {
 				add(p.pid)
 			}
 		}
@@ -201,17 +222,17 @@ var ErrBadRoot = errors.New("proc: refusing to kill pid <= 1 or muxd itself")
 // sig == SIGKILL skips the grace. KillTree returns once the tree has been
 // SIGKILLed or is gone; it signals only members of the tree.
 func KillTree(root int, sig syscall.Signal, grace time.Duration) error {
-	return killTree(root, true, "", sig, grace)
+	return killTree(root, true, "", 0, sig, grace)
 }
 
 // killTree is KillTree that also ends the processes carrying mark (see
-// [Process.KillTree]).
-func killTree(root int, withRoot bool, mark string, sig syscall.Signal, grace time.Duration) error {
+// [Process.KillTree]); since is the root's start time, 0 if unknown.
+func killTree(root int, withRoot bool, mark string, since uint64, sig syscall.Signal, grace time.Duration) error {
 	if root <= 1 || root == os.Getpid() {
 		return ErrBadRoot
 	}
-	m := &member{mark: mark}
-	if st, ok := readStat(root); ok && withRoot {
+	m := &member{mark: mark, since: since}
+	if st, ok := readStat(root); ok && withRoot && since == 0 {
 		m.since = st.start
 	}
 	stopped := map[int]bool{}
