@@ -40,10 +40,12 @@ type Channel struct {
 	// Direct delivery (see Conn.readData): a Read waiting on an empty
 	// channel offers its buffer; the read loop may claim it.
 	waitBuf     []byte // the offered buffer, until claimed
+	waitFrame   bool   // the offer is a ReadFrame's: one frame only
 	waitSeq     uint64 // numbers offers, so a Read knows its own
 	directBuf   []byte // the claimed buffer, until its Read returns
 	directSeq   uint64 // the offer the read loop claimed
 	directBusy  bool   // the read loop is filling the claimed buffer
+	directFrame bool   // the claimed buffer takes one frame (ReadFrame)
 	directN     int    // bytes delivered into the claimed buffer
 	in          inbuf
 	peerEOF     bool
@@ -241,11 +243,12 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 			c.mu.Unlock()
 			return 0, nil, io.EOF
 		}
-		if mine == 0 && !frame && len(p) > 0 && ch.waitBuf == nil && ch.directBuf == nil {
+		if mine == 0 && len(p) > 0 && (!frame || len(p) >= c.recvMaxFrame) && ch.waitBuf == nil && ch.directBuf == nil {
 			// Offer p: one offer at a time, so concurrent Reads never
-			// take each other's bytes.
+			// take each other's bytes. A ReadFrame offers a buffer that
+			// holds any frame, for one frame.
 			ch.waitSeq++
-			mine, ch.waitBuf = ch.waitSeq, p
+			mine, ch.waitBuf, ch.waitFrame = ch.waitSeq, p, frame
 		}
 		ch.readWaiters++
 		ch.cond.Wait()

@@ -233,9 +233,9 @@ func (c *Conn) readData(id uint32, r io.Reader) (*ProtocolError, error) {
 	var direct []byte
 	if ch.waitBuf != nil && b.recs.empty() {
 		ch.directBuf, ch.waitBuf = ch.waitBuf, nil
-		ch.directSeq, ch.directN = ch.waitSeq, 0
+		ch.directSeq, ch.directN, ch.directFrame = ch.waitSeq, 0, ch.waitFrame
 	}
-	if free := len(ch.directBuf) - ch.directN; free > 0 && b.recs.empty() {
+	if free := len(ch.directBuf) - ch.directN; free > 0 && b.recs.empty() && !(ch.directFrame && ch.directN > 0) {
 		// Frames keep filling the claimed buffer until its Read runs.
 		direct = ch.directBuf[ch.directN : ch.directN+min(free, limit)]
 		ch.directBusy = true
