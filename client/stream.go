@@ -187,6 +187,40 @@ type StreamReader struct {
 
 // Read implements io.Reader.
 func (r *StreamReader) Read(p []byte) (int, error) {
+	if err := r.fill(); err != nil {
+		return 0, err
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo: io.Copy writes each received frame to w
+// straight from the receive buffer, without a copy through its own.
+func (r *StreamReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := r.fill(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return total, nil
+			}
+			return total, err
+		}
+		n, err := w.Write(r.pending)
+		total += int64(n)
+		r.pending = r.pending[n:]
+		switch {
+		case err != nil:
+			return total, err
+		case len(r.pending) > 0:
+			return total, io.ErrShortWrite
+		}
+	}
+}
+
+// fill makes pending hold the stream's next bytes, or returns why not:
+// io.EOF, a *GapError of this stream, or a failure.
+func (r *StreamReader) fill() error {
 	for len(r.pending) == 0 {
 		s, data, err := r.f.next(context.Background())
 		if err != nil {
@@ -194,15 +228,13 @@ func (r *StreamReader) Read(p []byte) (int, error) {
 			if errors.As(err, &gap) && gap.Stream != streamName(r.want) {
 				continue
 			}
-			return 0, err
+			return err
 		}
 		if s == r.want {
 			r.pending = data
 		}
 	}
-	n := copy(p, r.pending)
-	r.pending = r.pending[n:]
-	return n, nil
+	return nil
 }
 
 // Offset is the stream offset of the next byte Read returns.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"net"
@@ -232,41 +233,66 @@ func TestProcessStreamByteExactAndResumesAfterKilledConnection(t *testing.T) {
 	ctx := ctxT(t, 4*time.Minute)
 	command := streamFile(t, size)
 	_, want := rawPipe(t, command)
-	p, err := c.StartProcess(ctx, command, client.ProcessOptions{OutputLimit: size + 1<<20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	r := p.Stdout()
-	buf := make([]byte, 64<<10)
-	var n int64
-	dropped := false
-	for {
-		k, err := r.Read(buf)
-		h.Write(buf[:k])
-		n += int64(k)
-		if !dropped && n > size/3 {
-			// Kill the socket mid-stream; the reader must resume at its offset.
-			resp, perr := http.Post(d.URL+"/_test/drop", "", nil)
-			if perr != nil {
-				t.Fatal(perr)
+	// Read by hand, and by io.Copy (which takes the reader's WriteTo).
+	for _, viaCopy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("io.Copy=%v", viaCopy), func(t *testing.T) {
+			p, err := c.StartProcess(ctx, command, client.ProcessOptions{OutputLimit: size + 1<<20})
+			if err != nil {
+				t.Fatal(err)
 			}
-			_ = resp.Body.Close()
-			dropped = true
-		}
-		if err == io.EOF {
-			break
-		}
+			// Kill the socket mid-stream; the reader must resume at its offset.
+			w := &dropAfter{t: t, url: d.URL + "/_test/drop", at: size / 3, h: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
+			r := p.Stdout()
+			if viaCopy {
+				if _, err := io.Copy(w, r); err != nil {
+					t.Fatalf("after %d bytes: %v", w.n, err)
+				}
+			} else {
+				buf := make([]byte, 64<<10)
+				for {
+					k, err := r.Read(buf)
+					_, _ = w.Write(buf[:k])
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						t.Fatalf("after %d bytes: %v", w.n, err)
+					}
+				}
+			}
+			if w.n != size {
+				t.Fatalf("got %d bytes, want %d", w.n, size)
+			}
+			if got := fmt.Sprintf("%x", w.h.Sum(nil)); got != want {
+				t.Fatal("stream is not byte-exact across the reconnect")
+			}
+			_ = p.Remove(ctx) // Best effort: frees the retained output.
+		})
+	}
+}
+
+// dropAfter hashes what is written to it and drops the client's socket
+// (through the daemon's test hook) once at bytes have passed.
+type dropAfter struct {
+	t       *testing.T
+	url     string
+	at, n   int64
+	h       hash.Hash
+	dropped bool
+}
+
+func (w *dropAfter) Write(p []byte) (int, error) {
+	w.h.Write(p)
+	w.n += int64(len(p))
+	if !w.dropped && w.n > w.at {
+		resp, err := http.Post(w.url, "", nil)
 		if err != nil {
-			t.Fatalf("after %d bytes: %v", n, err)
+			w.t.Fatal(err)
 		}
+		_ = resp.Body.Close()
+		w.dropped = true
 	}
-	if n != size {
-		t.Fatalf("got %d bytes, want %d", n, size)
-	}
-	if got := fmt.Sprintf("%x", h.Sum(nil)); got != want {
-		t.Fatal("stream is not byte-exact across the reconnect")
-	}
+	return len(p), nil
 }
 
 func TestKeystrokeEchoUnderFloodOnTheSameSocket(t *testing.T) {
