@@ -84,12 +84,31 @@ const missesText = `
   is ~130 µs against a ~65 µs bare bash (exec/'s BenchmarkSessionExecTrue):
   bash makes ~44 syscalls per command for the stdin/stdout/stderr
   redirections, the INT trap and the source (BenchmarkSessionExecCPUShare
-  splits the CPU). A syscall costs ~1 µs here.
+  splits the CPU). A syscall costs ~1 µs here. Inside the daemon the
+  same engine call measured ~200–230 µs (timed around it in the exec
+  handler), against ~130–150 µs in exec/'s own benchmark: the halves do
+  not simply add up, and the rest of the gap is not explained yet.
 - **Keystroke echo under a flood.** The slow echoes (~5 ms) come only
   while the flood runs. They are not GC (the same with GOGC=off), not
   kernel socket queues (64 KiB socket buffers cut the p90 from ~1.5 ms to
   ~0.6 ms but not the p99), and not Go's 10 ms preemption (yielding in the
   drain and read loops changed nothing). Both vCPUs are busy with the
   producer, the log drain and the reader, and the echo waits for the
-  kernel's scheduler.
+  kernel's scheduler. Pausing the output drains during a keystroke's
+  hold as well (so the producer blocks on its full pipe), deferring a
+  hold asked for during the cooldown, and ending the hold once the echo
+  was written cut the echoes over 2 ms from ~40–54 to ~11–24 of 500 in a
+  detailed run, but moved the benchmark's p99 only from ~5.4 to ~4.5 ms
+  (4 interleaved pairs), with a worse p50: not kept.
+- **Process stream.** Borderline: 33–46% of the raw pipe across runs.
+  Half of the daemon's CPU on this path is the kernel copying (perf:
+  pipe to user, user to page cache, page cache to user, user to socket),
+  and three processes share two vCPUs. splice(2) from the pipe into the
+  log, saving one copy, measured slower here (capture 253–260 against
+  294–333 MB/s): not kept.
+- **Keystroke echo (pty/).** ~70–75 µs against a ~45 µs sum of the raw
+  PTY and WebSocket floors. What remains is one goroutine hand-off per
+  echo, from the PTY reader to the socket's sender (ttyd's single event
+  loop has none); removing it means writing to the socket from the PTY
+  reader, which must then never block on a slow client.
 `
