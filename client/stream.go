@@ -195,6 +195,10 @@ func (r *StreamReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// errInvalidWrite is io.Copy's answer to a writer that reports more bytes
+// than it was given, or a negative count.
+var errInvalidWrite = errors.New("client: invalid write result")
+
 // WriteTo implements io.WriterTo: io.Copy writes each received frame to w
 // straight from the receive buffer, without a copy through its own.
 func (r *StreamReader) WriteTo(w io.Writer) (int64, error) {
@@ -207,6 +211,9 @@ func (r *StreamReader) WriteTo(w io.Writer) (int64, error) {
 			return total, err
 		}
 		n, err := w.Write(r.pending)
+		if n < 0 || n > len(r.pending) {
+			return total, errInvalidWrite
+		}
 		total += int64(n)
 		r.pending = r.pending[n:]
 		switch {
