@@ -29,10 +29,10 @@ type process struct {
 	// killTree ends the record's tree; signal sends one signal to it. Set
 	// once the child runs; nil before.
 	killTree func(sig syscall.Signal, grace time.Duration) error
-	// leftovers ends what an ended process left running (background jobs,
-	// daemons); nil where the tree is not the record's own (a session
-	// command's shell is the session's).
-	leftovers   func(sig syscall.Signal, grace time.Duration) error
+	// ownTree: the tree is the record's own, so a kill after the process
+	// ended still ends what it left running (background jobs, daemons). A
+	// session command's shell is the session's.
+	ownTree     bool
 	signal      func(sig syscall.Signal) error
 	pid         int
 	status      string
@@ -173,17 +173,13 @@ func (p *process) removeFiles() {
 // A user's kill of an ended process ends what it left running; its
 // recorded end stays as it was.
 func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) error {
-	if p.ended() {
-		p.mu.Lock()
-		left := p.leftovers
-		p.mu.Unlock()
-		if !byUser || left == nil {
-			return nil
-		}
-		return left(sig, grace)
-	}
 	p.mu.Lock()
-	if byUser {
+	ended := p.ended()
+	if ended && (!byUser || !p.ownTree) {
+		p.mu.Unlock()
+		return nil
+	}
+	if byUser && !ended {
 		p.killed = true
 	}
 	kill := p.killTree

@@ -89,7 +89,7 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.mu.Lock()
 	p.pid = child.Pid
 	p.stdin = inW
-	p.killTree, p.leftovers = child.KillTree, child.KillTree
+	p.killTree, p.ownTree = child.KillTree, true
 	p.signal = child.SignalGroup
 	p.mu.Unlock()
 	e.emit("process.started", p) // before supervise can emit the exit

@@ -443,7 +443,7 @@ func TestKillTreeFindsDoubleForkedOrphans(t *testing.T) {
 		script string
 		alive  bool // the root still runs at the kill
 	}{
-		{"root running", `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null; wait; sleep 100`, true},
+		{"root running", `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null; sleep 100`, true},
 		{"root exited", `(setsid sh -c 'echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null`, false},
 		{"nested setsid", `(setsid sh -c '(setsid sh -c "echo \$\$; exec sleep 100" &); sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null; sleep 100`, true},
 	}
