@@ -106,9 +106,10 @@ const missesText = `
   and three processes share two vCPUs. splice(2) from the pipe into the
   log, saving one copy, measured slower here (capture 253–260 against
   294–333 MB/s): not kept.
-- **Keystroke echo (pty/).** ~70–75 µs against a ~45 µs sum of the raw
-  PTY and WebSocket floors. What remains is one goroutine hand-off per
-  echo, from the PTY reader to the socket's sender (ttyd's single event
-  loop has none); removing it means writing to the socket from the PTY
-  reader, which must then never block on a slow client.
+- **Keystroke echo (pty/).** On /ws/terminal the PTY reader sends a small
+  read (an echo) itself when the socket has room, sparing the hand-off to
+  the socket's sender: ~65–70 µs against ~85–90 µs before in 3
+  interleaved pairs, with the raw PTY and WebSocket floors at ~22 and
+  ~20–30 µs. wsmux terminal channels still take that hand-off: from the
+  reader, a channel write may wait for credit.
 `

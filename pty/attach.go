@@ -19,6 +19,8 @@ type Attachment struct {
 	pos      int64 // offset of the next live byte to deliver
 	lagging  bool  // left behind by the reader: does not hold it back
 	detached bool
+	waiting  bool                // Next waits for live output: it holds no undelivered byte
+	inline   func(p []byte) bool // see SetInline
 
 	// Owned by the goroutine calling Next.
 	gap      int64  // initial gap not yet reported
@@ -113,6 +115,7 @@ func (a *Attachment) Next(ctx context.Context, buf []byte) (Event, error) {
 	}
 	for {
 		t.mu.Lock()
+		a.waiting = false
 		if a.detached {
 			t.mu.Unlock()
 			return Event{}, ErrDetached
@@ -144,14 +147,31 @@ func (a *Attachment) Next(ctx context.Context, buf []byte) (Event, error) {
 			return Event{Kind: EventExit, Exit: st, Offset: a.pos}, nil
 		}
 		t.waiters = true
+		a.waiting = true
 		ch := t.notify
 		t.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			t.mu.Lock()
+			a.waiting = false
+			t.mu.Unlock()
 			return Event{}, ctx.Err()
 		}
 	}
+}
+
+// SetInline lets the terminal's reader hand a small piece of output (an
+// echo) to fn itself, on the reader's goroutine, when the goroutine
+// calling Next waits for live output, that is when it has delivered
+// everything before: the echo then skips one goroutine hand-off. fn must
+// never block: it returns false when it cannot deliver p at once (a busy
+// socket), and p then comes from Next as usual. p is valid only during
+// the call. nil turns it off.
+func (a *Attachment) SetInline(fn func(p []byte) bool) {
+	a.t.mu.Lock()
+	a.inline = fn
+	a.t.mu.Unlock()
 }
 
 // skipLocked moves a lagging attachment to a boundary in the ring and

@@ -60,13 +60,21 @@ func (t *Terminal) readLoop() {
 			pending += n
 			reads++
 			t.mu.Lock()
+			start := t.ring.end
 			t.ring.write(buf[:n])
+			var inline []inlineClaim
+			if n < smallRead {
+				inline = t.claimInlineLocked(start)
+			}
 			woke := false
-			if n < smallRead || pending >= wakeBytes || reads >= wakeReads {
+			if len(inline) > 0 && len(inline) == len(t.atts) {
+				pending, reads = 0, 0 // every attachment takes it inline
+			} else if n < smallRead || pending >= wakeBytes || reads >= wakeReads {
 				woke = t.wakeLocked()
 				pending, reads = 0, 0
 			}
 			t.mu.Unlock()
+			t.deliverInline(inline, start, buf[:n])
 			if woke && n < smallRead {
 				// An echo: its sender runs at once on this thread rather
 				// than after a futex wake of another (as mux does for a
@@ -91,6 +99,44 @@ func (t *Terminal) readLoop() {
 	t.cfg.Logger.Info("terminal exited", "id", t.id, "instance", t.instance, "pid", t.proc.Pid, "status", st.String(), "bytes", info.End)
 	if t.cfg.OnExit != nil {
 		t.cfg.OnExit(info)
+	}
+}
+
+// inlineClaim is an attachment that takes a piece of output inline, and
+// its function (read under t.mu).
+type inlineClaim struct {
+	a  *Attachment
+	fn func(p []byte) bool
+}
+
+// claimInlineLocked returns the attachments that take the bytes from
+// start to the ring's end inline (see Attachment.SetInline) and moves
+// them past those bytes, so that Next does not deliver them too.
+func (t *Terminal) claimInlineLocked(start int64) []inlineClaim {
+	var out []inlineClaim
+	for a := range t.atts {
+		if a.inline != nil && a.waiting && !a.detached && a.pos == start {
+			a.pos = t.ring.end
+			out = append(out, inlineClaim{a, a.inline})
+		}
+	}
+	return out
+}
+
+// deliverInline hands p (the bytes from start) to the claimed attachments;
+// one that cannot take it now gets it back through Next. Only the reader
+// appends to the ring, so no byte came after p meanwhile.
+func (t *Terminal) deliverInline(claimed []inlineClaim, start int64, p []byte) {
+	for _, c := range claimed {
+		if c.fn(p) {
+			continue
+		}
+		t.mu.Lock()
+		if c.a.pos == start+int64(len(p)) {
+			c.a.pos = start
+		}
+		t.wakeLocked()
+		t.mu.Unlock()
 	}
 }
 

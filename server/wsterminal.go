@@ -170,7 +170,8 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	hj := &rawConnHijacker{ResponseWriter: w}
+	conn, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		InsecureSkipVerify: true, // Origin checked by authorize above
 		CompressionMode:    websocket.CompressionDisabled,
 	})
@@ -182,6 +183,7 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn.SetReadLimit(maxKeystrokeFrame)
+	s.raw = hj.raw
 	s.serve(r.Context(), conn, t, created)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -21,6 +22,7 @@ type termSocket struct {
 	h      *terminalHandler
 	q      terminalQuery
 	remote string
+	raw    syscall.RawConn // the TCP connection under the socket; nil if unknown
 
 	// mu guards conn and closing, for goAway (which may run before the
 	// upgrade completed).
@@ -80,6 +82,9 @@ func (s *termSocket) serve(ctx context.Context, conn *websocket.Conn, t *pty.Ter
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.raw != nil {
+		a.SetInline(func(p []byte) bool { return s.sendNow(ctx, conn, p) })
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		s.pump(ctx, conn, a)
@@ -126,6 +131,20 @@ func (s *termSocket) pump(ctx context.Context, conn *websocket.Conn, a *pty.Atta
 			return
 		}
 	}
+}
+
+// sendNow sends an echo from the terminal's reader (pty's SetInline),
+// sparing a hand-off to pump, but only when the socket takes it without
+// waiting: the reader must never wait for a slow client. It reports
+// whether it sent p.
+func (s *termSocket) sendNow(ctx context.Context, conn *websocket.Conn, p []byte) bool {
+	if !writable(s.raw) {
+		return false
+	}
+	if err := conn.Write(ctx, websocket.MessageBinary, p); err != nil {
+		_ = conn.CloseNow() // Best effort: ends the read loop, and so the socket.
+	}
+	return true
 }
 
 // exitMessage reports the shell's status: for a signal, code is 128+n as a

@@ -531,31 +531,45 @@ func TestWSTerminalDeadPeerEndsSocketWhileProgramIgnoresInput(t *testing.T) {
 }
 
 func TestWSTerminalStalledViewerDoesNotStallOthers(t *testing.T) {
-	e := newWSTEnvWith(t, TerminalHandlerOptions{}, pty.Config{StallTimeout: 300 * time.Millisecond})
-	stalled := e.dial(t, "/ws/terminal?id=st", nil)
-	stalled.waitReady() // then never reads again
-	wc := e.dial(t, "/ws/terminal?id=st", nil)
-	wc.waitReady()
-	// Far more than the ring and the stalled socket's buffers; well within
-	// the limit unless the stalled viewer holds the program until the
-	// liveness ping drops it (15 s and more).
-	wc.typeLine(`head -c 40000000 /dev/zero | tr '\0' y; echo; echo end-$((2+3))`)
-	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
-	defer cancel()
-	var tail []byte
-	total := 0
-	for !bytes.Contains(tail, []byte("end-5")) {
-		typ, data, err := wc.c.Read(ctx)
-		if err != nil {
-			t.Fatalf("after %d bytes: %v", total, err)
-		}
-		if typ == websocket.MessageBinary {
-			total += len(data)
-			tail = append(tail, data...)
-			tail = tail[max(0, len(tail)-64):]
-		}
+	tests := []struct {
+		name, program string
+		size          int
+	}{
+		// Far more than the ring and the stalled socket's buffers; well
+		// within the limit unless the stalled viewer holds the program
+		// until the liveness ping drops it (15 s and more).
+		{"large writes", `head -c 40000000 /dev/zero | tr '\0' y`, 40_000_000},
+		// Small writes come as small reads, which the reader may send on
+		// its own (pty's SetInline): never to a socket that is not
+		// taking them.
+		{"small writes", `i=0; while [ $i -lt 100000 ]; do echo 012345678901234567890123456789; i=$((i+1)); done`, 100000 * 32},
 	}
-	if total < 40_000_000 {
-		t.Fatalf("got %d bytes, want all 40 MB", total)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newWSTEnvWith(t, TerminalHandlerOptions{}, pty.Config{StallTimeout: 300 * time.Millisecond})
+			stalled := e.dial(t, "/ws/terminal?id=st", nil)
+			stalled.waitReady() // then never reads again
+			wc := e.dial(t, "/ws/terminal?id=st", nil)
+			wc.waitReady()
+			wc.typeLine(tt.program + `; echo; echo end-$((2+3))`)
+			ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+			defer cancel()
+			var tail []byte
+			total := 0
+			for !bytes.Contains(tail, []byte("end-5")) {
+				typ, data, err := wc.c.Read(ctx)
+				if err != nil {
+					t.Fatalf("after %d bytes: %v", total, err)
+				}
+				if typ == websocket.MessageBinary {
+					total += len(data)
+					tail = append(tail, data...)
+					tail = tail[max(0, len(tail)-64):]
+				}
+			}
+			if total < tt.size {
+				t.Fatalf("got %d bytes, want all %d", total, tt.size)
+			}
+		})
 	}
 }
