@@ -135,14 +135,18 @@ func (s *termSocket) pump(ctx context.Context, conn *websocket.Conn, a *pty.Atta
 
 // sendNow sends an echo from the terminal's reader (pty's SetInline),
 // sparing a hand-off to pump, but only when the socket takes it without
-// waiting: the reader must never wait for a slow client. It reports
-// whether it sent p.
+// waiting and is not closing: the reader must never wait for a slow
+// client or a close handshake. It reports whether it sent p.
 func (s *termSocket) sendNow(ctx context.Context, conn *websocket.Conn, p []byte) bool {
-	if !writable(s.raw) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing || !writable(s.raw) {
 		return false
 	}
 	if err := conn.Write(ctx, websocket.MessageBinary, p); err != nil {
-		_ = conn.CloseNow() // Best effort: ends the read loop, and so the socket.
+		// Not here: during a close handshake CloseNow waits for it.
+		go conn.CloseNow() // Best effort: ends the read loop, and so the socket.
 	}
 	return true
 }

@@ -533,16 +533,17 @@ func TestWSTerminalDeadPeerEndsSocketWhileProgramIgnoresInput(t *testing.T) {
 func TestWSTerminalStalledViewerDoesNotStallOthers(t *testing.T) {
 	tests := []struct {
 		name, program string
-		size          int
+		unit          string // what the program prints, count times
+		count         int
 	}{
 		// Far more than the ring and the stalled socket's buffers; well
 		// within the limit unless the stalled viewer holds the program
 		// until the liveness ping drops it (15 s and more).
-		{"large writes", `head -c 40000000 /dev/zero | tr '\0' y`, 40_000_000},
+		{"large writes", `head -c 40000000 /dev/zero | tr '\0' y`, "y", 40_000_000},
 		// Small writes come as small reads, which the reader may send on
 		// its own (pty's SetInline): never to a socket that is not
-		// taking them.
-		{"small writes", `i=0; while [ $i -lt 100000 ]; do echo 012345678901234567890123456789; i=$((i+1)); done`, 100000 * 32},
+		// taking them. The line is built so the typed command lacks it.
+		{"small writes", `s=0123456789; s=$s$s$s; i=0; while [ $i -lt 100000 ]; do echo $s; i=$((i+1)); done`, "012345678901234567890123456789\r\n", 100000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -554,22 +555,54 @@ func TestWSTerminalStalledViewerDoesNotStallOthers(t *testing.T) {
 			wc.typeLine(tt.program + `; echo; echo end-$((2+3))`)
 			ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
 			defer cancel()
-			var tail []byte
-			total := 0
-			for !bytes.Contains(tail, []byte("end-5")) {
+			var out []byte
+			for !bytes.Contains(out[max(0, len(out)-64):], []byte("end-5")) {
 				typ, data, err := wc.c.Read(ctx)
 				if err != nil {
-					t.Fatalf("after %d bytes: %v", total, err)
+					t.Fatalf("after %d bytes: %v", len(out), err)
 				}
 				if typ == websocket.MessageBinary {
-					total += len(data)
-					tail = append(tail, data...)
-					tail = tail[max(0, len(tail)-64):]
+					out = append(out, data...)
 				}
 			}
-			if total < tt.size {
-				t.Fatalf("got %d bytes, want all %d", total, tt.size)
+			// The terminal also echoes the typed command.
+			if n := bytes.Count(out, []byte(tt.unit)) - strings.Count(tt.program, tt.unit); n != tt.count {
+				t.Fatalf("got %d of the %d %q the program printed", n, tt.count, tt.unit)
 			}
 		})
+	}
+}
+
+// While one viewer's socket goes through a close handshake that its peer
+// never answers, the terminal's reader must not wait on it: another
+// viewer's echoes stay fast.
+func TestWSTerminalClosingViewerDoesNotStallEchoes(t *testing.T) {
+	goAways := make(chan func(time.Duration), 4)
+	opts := TerminalHandlerOptions{Track: func(r *http.Request, goAway func(time.Duration)) (func(), bool) {
+		goAways <- goAway
+		return func() {}, true
+	}}
+	e := newWSTEnvWith(t, opts, pty.Config{})
+	closing := e.dial(t, "/ws/terminal?id=ga", nil)
+	closing.waitReady() // then never reads: it never answers the close frame
+	goAway := <-goAways
+	wc := e.dial(t, "/ws/terminal?id=ga", nil)
+	wc.waitReady()
+	wc.typeLine(`stty raw -echo; echo READY; exec cat`)
+	wc.until("READY", func() bool { return bytes.Contains(wc.out.Bytes(), []byte("READY\n")) })
+	go goAway(wstLimit) // the handshake would run up to its own timeout
+	time.Sleep(50 * time.Millisecond) // let it begin; the checks below hold either way
+	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
+	defer cancel()
+	for i := range 5 {
+		key := []byte{byte('a' + i)}
+		start := time.Now()
+		if err := wc.c.Write(ctx, websocket.MessageBinary, key); err != nil {
+			t.Fatal(err)
+		}
+		wc.until("the echo", func() bool { return bytes.HasSuffix(wc.out.Bytes(), key) })
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("echo %d took %v while the other socket was closing", i, d)
+		}
 	}
 }
