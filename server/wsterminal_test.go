@@ -590,7 +590,7 @@ func TestWSTerminalClosingViewerDoesNotStallEchoes(t *testing.T) {
 	wc.waitReady()
 	wc.typeLine(`stty raw -echo; echo READY; exec cat`)
 	wc.until("READY", func() bool { return bytes.Contains(wc.out.Bytes(), []byte("READY\n")) })
-	go goAway(wstLimit) // the handshake would run up to its own timeout
+	go goAway(wstLimit)               // the handshake would run up to its own timeout
 	time.Sleep(50 * time.Millisecond) // let it begin; the checks below hold either way
 	ctx, cancel := context.WithTimeout(context.Background(), wstLimit)
 	defer cancel()
