@@ -78,7 +78,8 @@ type member struct {
 // subreaper above muxd), which started before the root. So only the tops
 // of trees started since the root qualify, and a kill reads few
 // environments (a read can wait on the target's memory lock).
-func (m *member) candidate(p procStat, byPid map[int]procStat) bool {
+// self is muxd's pid.
+func (m *member) candidate(p procStat, byPid map[int]procStat, self int) bool {
 	if m.since == 0 {
 		return true
 	}
@@ -86,7 +87,7 @@ func (m *member) candidate(p procStat, byPid map[int]procStat) bool {
 		return false
 	}
 	parent, ok := byPid[p.ppid]
-	return !ok || p.ppid == 1 || p.ppid == os.Getpid() || parent.start <= m.since
+	return !ok || p.ppid == 1 || p.ppid == self || parent.start <= m.since
 }
 
 // marked reports whether p carries the mark, reading its environment
@@ -149,7 +150,7 @@ func tree(root int, procs []procStat, withRoot bool, m *member) []int {
 			byPid[p.pid] = p
 		}
 		for _, p := range procs {
-			if !in[p.pid] && p.pid > 1 && p.pid != self && m.candidate(p, byPid) && m.marked(p) {
+			if !in[p.pid] && p.pid > 1 && p.pid != self && m.candidate(p, byPid, self) && m.marked(p) {
 				add(p.pid)
 			}
 		}
@@ -232,8 +233,10 @@ func killTree(root int, withRoot bool, mark string, since uint64, sig syscall.Si
 		return ErrBadRoot
 	}
 	m := &member{mark: mark, since: since}
-	if st, ok := readStat(root); ok && withRoot && since == 0 {
-		m.since = st.start
+	if mark != "" && withRoot && since == 0 {
+		if st, ok := readStat(root); ok {
+			m.since = st.start
+		}
 	}
 	stopped := map[int]bool{}
 	members := freeze(root, withRoot, m, stopped)
