@@ -63,7 +63,9 @@
 //
 // session.interrupt is SIGINT to the shell's process group; the wrapper's
 // INT trap returns 130 from the sourced command, loops of builtins
-// included, and the shell keeps its state.
+// included, and the shell keeps its state. An interrupt that reaches the
+// shell before it began the command is not lost: a flag file says the
+// SIGINT was meant for it, and the wrapper skips the command with 130.
 //
 // # Output logs
 //

@@ -52,6 +52,7 @@ type session struct {
 	// mu guards the fields below; never held across a kill or a write.
 	mu         sync.Mutex
 	busy       bool
+	flagged    bool // the interrupt flag file D/n exists (see wrapper.go)
 	dead       bool
 	deadReason string
 	killing    string // why the engine is killing the shell, if it is
@@ -526,9 +527,24 @@ func (s *session) kill(reason string) {
 	_ = stdin.Close() // Best effort.
 }
 
-// interrupt is Ctrl-C: SIGINT to the shell's process group (the shell and
-// its foreground commands); the wrapper's trap returns from the command.
+// interrupt is Ctrl-C for the running command, if one runs: SIGINT to the
+// shell's process group (the shell and its foreground commands); the
+// wrapper's trap returns from the command. The flag file goes first: it
+// tells the wrapper that a SIGINT reaching the shell before the command
+// began is meant for it (see wrapper.go).
 func (s *session) interrupt() {
+	s.mu.Lock()
+	if !s.busy {
+		s.mu.Unlock()
+		return
+	}
+	if !s.flagged {
+		if f, err := os.OpenFile(s.path("n"), os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+			_ = f.Close() // Best effort: empty, and the SIGINT still goes.
+			s.flagged = true
+		}
+	}
+	s.mu.Unlock()
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
 }
 
@@ -557,6 +573,12 @@ func (s *session) info() SessionInfo {
 func (s *session) setBusy(b bool) {
 	s.mu.Lock()
 	s.busy = b
+	if !b && s.flagged {
+		// The command is over: a SIGINT still on its way to the shell
+		// must not count for the next one.
+		_ = os.Remove(s.path("n")) // Best effort: the dir may be gone.
+		s.flagged = false
+	}
 	s.mu.Unlock()
 }
 
@@ -619,12 +641,7 @@ func (e *Engine) InterruptSession(id string) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	busy := s.busy
-	s.mu.Unlock()
-	if busy {
-		s.interrupt()
-	}
+	s.interrupt() // idle: no-op
 	return nil
 }
 

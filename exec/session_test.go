@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,4 +416,81 @@ func TestSessionListShowsCurrentCwd(t *testing.T) {
 			t.Fatalf("session.list cwd = %q, want %q after cd", s.Cwd, dir)
 		}
 	}
+}
+
+// An interrupt sent as soon as the session is busy may reach the shell
+// before it began the command (still in `read`, or just past it); it is
+// not lost: the command is aborted all the same.
+func TestSessionInterruptRightAfterStartIsNotLost(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "x=kept"})
+	for i := range 40 {
+		done := make(chan ExecResult, 1)
+		go func() {
+			r, _ := e.Exec(context.Background(), ExecRequest{SessionID: sid, Command: "while :; do :; done"})
+			done <- r
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for !busy(e, sid) && time.Now().Before(deadline) {
+			runtime.Gosched() // no sleep: the interrupt is to come as early as it can
+		}
+		// Later rounds wait a little: in `read`, opening the
+		// redirections, starting the source, running.
+		for end := time.Now().Add(time.Duration(i%10) * 30 * time.Microsecond); time.Now().Before(end); {
+			runtime.Gosched()
+		}
+		if err := e.InterruptSession(sid); err != nil {
+			t.Fatal(err)
+		}
+		r := recvOrTimeout(t, done, 5*time.Second, fmt.Sprintf("command interrupted at once (round %d)", i))
+		if code(r) != 130 {
+			t.Fatalf("round %d: exit code = %d, want 130", i, code(r))
+		}
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo $x"}); string(r.Stdout) != "kept\n" {
+		t.Errorf("state after interrupts: %q, want kept", r.Stdout)
+	}
+}
+
+// An interrupt that arrives as a command ends, or a SIGINT from elsewhere
+// while the shell is idle, never aborts the next command.
+func TestSessionLateInterruptDoesNotAbortTheNextCommand(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	s, _ := e.session(sid)
+	for i := range 100 {
+		stop := make(chan struct{})
+		spammed := make(chan struct{})
+		go func() {
+			defer close(spammed)
+			for range 1000 { // bounded; stops with the command
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = e.InterruptSession(sid)
+				runtime.Gosched()
+			}
+		}()
+		mustExec(t, e, ExecRequest{SessionID: sid, Command: "true"})
+		close(stop)
+		<-spammed
+		if i%10 == 0 {
+			_ = s.child.SignalGroup(syscall.SIGINT) // a stray one, while idle
+		}
+		if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo ran"}); string(r.Stdout) != "ran\n" || code(r) != 0 {
+			t.Fatalf("round %d: the command after an interrupted one: stdout %q code %d", i, r.Stdout, code(r))
+		}
+	}
+}
+
+func busy(e *Engine, sid string) bool {
+	for _, s := range e.ListSessions() {
+		if s.ID == sid {
+			return s.Busy
+		}
+	}
+	return false
 }

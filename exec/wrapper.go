@@ -7,26 +7,36 @@ import (
 	"github.com/muxd/muxd/internal/proc"
 )
 
-// The session loop. The shell's first input defines the readonly variable
-// __muxd_L and evals it: a loop, parsed once, that runs one command per
-// line it reads from stdin (an empty line, or "i" when the command has
-// stdin). With D the session's directory and MARK its token:
+// The session loop. The shell's first input defines readonly variables
+// (__muxd_N, the interrupt flag file D/n; __muxd_T, the trap's body;
+// __muxd_L, the loop) and evals __muxd_L: a loop, parsed once, that runs
+// one command per line it reads from stdin (an empty line, or "i" when the
+// command has stdin). With D the session's directory and MARK its token:
 //
+//	TRAP
 //	while ((1)); do
-//	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; EMIT 0; }
+//	  [[ -z ${__muxd_p-} ]] || END(0)
 //	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
-//	  \builtin trap '\builtin return 130 2>/dev/null' INT
 //	  __muxd_p=1
-//	  if [[ $__muxd_x == i ]]; then
-//	    for __muxd_i in 1; do { \builtin source D/c;} <D/i >|D/o 2>|D/e; done
-//	  else
-//	    for __muxd_i in 1; do { \builtin source D/c;} </dev/null >|D/o 2>|D/e; done
-//	  fi
-//	  __muxd_rc=$?; __muxd_p=; EMIT "$__muxd_rc"
+//	  case $__muxd_x${__muxd_n-}${__muxd_b-} in
+//	  '') RUN(/dev/null);;
+//	  i)  RUN(D/i);;
+//	  *)  __muxd_n= __muxd_b=
+//	      if [[ -e $__muxd_N ]]; then __muxd_b=130
+//	      elif [[ $__muxd_x == i ]]; then RUN(D/i); else RUN(/dev/null); fi;;
+//	  esac
+//	  END($?)
 //	done
-//	__muxd_rc=$?; __muxd_p=; EMIT "$__muxd_rc"; \builtin eval "$__muxd_L"
+//	END($?); \builtin eval "$__muxd_L"
 //
-// where EMIT S is `\builtin printf 'MARK %s\n' S || \builtin printf '%s\n' S >|D/x/x`.
+// where
+//
+//	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
+//	__muxd_T  = \builtin return 130 2>/dev/null || { __muxd_n=1;
+//	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
+//	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
+//	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
+//	            \builtin printf 'MARK %s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
 // Why each piece:
 //   - one loop parsed once: bash reads a pipe one byte per syscall and
@@ -59,9 +69,23 @@ import (
 //     and expansions are quoted against IFS changes; every variable read
 //     is set, so `set -u` is harmless; errexit ignores `||`/`&&` lists.
 //   - the INT trap makes Ctrl-C (session.interrupt) return from the
-//     sourced command even in a builtin-only loop; outside a sourced file
-//     the `return` fails silently and the marker is still written. It is
-//     set again for every command, since the user may change it.
+//     sourced command even in a builtin-only loop. The SIGINT may come
+//     before the command began: the shell is still in `read` (Go marks
+//     the session busy before it writes the line) or opening the
+//     redirections. There `return` fails, so the trap sets __muxd_n, and
+//     the interrupt is not lost: the `case` skips the command, or (the
+//     command read) the trap breaks out of the `for` or the `while`, and
+//     END reports 130 from __muxd_b. Go creates D/n before it signals and
+//     removes it once the command is over, so only an interrupt of the
+//     command at hand counts: a stray SIGINT to the idle shell, or a late
+//     one meant for the previous command, leaves __muxd_n set and the
+//     `case` drops it. The common path costs one `case`, which replaced
+//     an `if [[ ]]`.
+//   - the trap is set again after every command, since the user may
+//     change it, and after rather than before it: bash can lose a signal
+//     that comes while `trap` replaces the handler. Its string is short
+//     (its body is in __muxd_T): bash's `trap` costs ~5 µs more per
+//     command for the ~130-byte body inline (measured).
 //   - if the pipe is unusable, the exit record file is the fallback,
 //     picked up by the exit watcher.
 //   - stdin is /dev/null unless bytes were given, so readers get EOF.
@@ -76,28 +100,41 @@ func wrapperLine(withStdin bool) string {
 // (letters and digits).
 func loopText(dir, mark string) string {
 	q := func(name string) string { return shQuote(dir + "/" + name) }
-	group := func(in string) string {
+	trap := `\builtin trap '\builtin eval "$__muxd_T"' INT`
+	run := func(in string) string {
 		return `for __muxd_i in 1; do { \builtin source ` + q("c") + `;} <` + in + ` >|` + q("o") + ` 2>|` + q("e") + `; done`
 	}
-	emit := func(status string) string {
-		return `\builtin printf '` + mark + ` %s\n' ` + status + `||\builtin printf '%s\n' ` + status + ` >|` + q("x/x")
+	end := func(status string) string {
+		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
+			`\builtin printf '` + mark + ` %s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
 	}
-	return `while ((1)); do ` +
-		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;` + emit("0") + `;};` +
+	return trap + `;while ((1)); do ` +
+		`[[ -z ${__muxd_p-} ]]||{ ` + end("0") + `;};` +
 		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
-		`\builtin trap '\builtin return 130 2>/dev/null' INT;` +
 		`__muxd_p=1;` +
-		`if [[ $__muxd_x == i ]]; then ` + group(q("i")) + `; else ` + group("/dev/null") + `; fi;` +
-		`__muxd_rc=$?;__muxd_p=;` + emit(`"$__muxd_rc"`) + `;` +
+		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` +
+		`'') ` + run("/dev/null") + `;; ` +
+		`i) ` + run(q("i")) + `;; ` +
+		`*) __muxd_n= __muxd_b=;if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
+		`elif [[ $__muxd_x == i ]]; then ` + run(q("i")) + `;else ` + run("/dev/null") + `;fi;; ` +
+		`esac;` +
+		end("$?") + `;` +
 		`done;` +
-		`__muxd_rc=$?;__muxd_p=;` + emit(`"$__muxd_rc"`) + `;\builtin eval "$__muxd_L"`
+		end("$?") + `;\builtin eval "$__muxd_L"`
 }
+
+// trapText is what the INT trap runs outside a sourced command (see
+// wrapper.go's top comment). It lives in a readonly variable: the trap
+// string stays short, and bash's `trap` costs more per byte of it than
+// the rest of the loop does.
+const trapText = `\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
 
 // setupLine is the shell's first and last line of shell code: it defines
 // the loop (readonly: users cannot unset or change it) and enters it.
 // extra runs before the loop (tests break the control pipe with it).
 func setupLine(dir, mark, extra string) string {
-	return `\builtin readonly __muxd_L=` + shQuote(loopText(dir, mark)) + ";" + extra + `\builtin eval "$__muxd_L"` + "\n"
+	return `\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
+		extra + `\builtin eval "$__muxd_L"` + "\n"
 }
 
 // shQuote quotes s for bash as one word.
