@@ -61,9 +61,11 @@
 // hold a FIFO are drained to nowhere until they close it, so their later
 // output never reaches another command's result and they never block.
 //
-// session.interrupt is SIGINT to the shell's process group; the wrapper's
-// INT trap returns 130 from the sourced command, loops of builtins
-// included, and the shell keeps its state. An interrupt that reaches the
+// session.interrupt is SIGINT to the shell's process group, and to the
+// groups that the command's own children made for themselves (GNU timeout
+// does: a terminal's Ctrl-C reaches it as the foreground job); the
+// wrapper's INT trap returns 130 from the sourced command, loops of
+// builtins included, and the shell keeps its state. An interrupt that reaches the
 // shell before it began the command is not lost: a flag file says the
 // SIGINT was meant for it, and the wrapper skips the command with 130.
 //

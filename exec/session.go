@@ -52,7 +52,8 @@ type session struct {
 	// mu guards the fields below; never held across a kill or a write.
 	mu         sync.Mutex
 	busy       bool
-	flagged    bool // the interrupt flag file D/n exists (see wrapper.go)
+	busySince  uint64 // when the command began, in proc.Ticks
+	flagged    bool   // the interrupt flag file D/n exists (see wrapper.go)
 	dead       bool
 	deadReason string
 	killing    string // why the engine is killing the shell, if it is
@@ -528,8 +529,9 @@ func (s *session) kill(reason string) {
 }
 
 // interrupt is Ctrl-C for the running command, if one runs: SIGINT to the
-// shell's process group (the shell and its foreground commands); the
-// wrapper's trap returns from the command. The flag file goes first: it
+// shell's process group (the shell and its foreground commands) and to the
+// groups its new children made; the wrapper's trap returns from the
+// command. The flag file goes first: it
 // tells the wrapper that a SIGINT reaching the shell before the command
 // began is meant for it (see wrapper.go).
 func (s *session) interrupt() {
@@ -544,8 +546,12 @@ func (s *session) interrupt() {
 			s.flagged = true
 		}
 	}
+	since := s.busySince
 	s.mu.Unlock()
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
+	// What a terminal's Ctrl-C reaches beyond the shell's group: the
+	// command's own jobs that made a group of their own (GNU timeout).
+	s.child.SignalNewChildGroups(unix.SIGINT, since)
 }
 
 func (s *session) info() SessionInfo {
@@ -571,8 +577,13 @@ func (s *session) info() SessionInfo {
 }
 
 func (s *session) setBusy(b bool) {
+	var since uint64
+	if b {
+		since = proc.Ticks()
+	}
 	s.mu.Lock()
 	s.busy = b
+	s.busySince = since
 	if !b && s.flagged {
 		// The command is over: a SIGINT still on its way to the shell
 		// must not count for the next one.

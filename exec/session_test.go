@@ -183,10 +183,14 @@ func TestSessionTimeoutKillsTreeAndMarksDead(t *testing.T) {
 }
 
 func TestSessionInterruptAbortsCommandKeepsShell(t *testing.T) {
+	// Each command prints "go" once what is to be interrupted runs.
 	tests := []struct{ name, cmd string }{
-		{"builtin loop", "while :; do :; done"},
-		{"external sleep", "sleep 100"},
-		{"loop of externals", "while :; do sleep 0.05; done"},
+		{"builtin loop", "echo go; while :; do :; done"},
+		{"external sleep", "echo go; sleep 100"},
+		{"loop of externals", "echo go; while :; do sleep 0.05; done"},
+		// GNU timeout leaves the shell's group; a terminal's Ctrl-C
+		// reaches it as the foreground job's group.
+		{"program in a group of its own", "timeout 100 bash -c 'echo go; exec sleep 100'"},
 	}
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
@@ -196,7 +200,7 @@ func TestSessionInterruptAbortsCommandKeepsShell(t *testing.T) {
 			id := fmt.Sprintf("int%d", i)
 			done := make(chan ExecResult, 1)
 			go func() {
-				r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: "echo go; " + tc.cmd})
+				r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: tc.cmd})
 				done <- r
 			}()
 			waitOutput(t, e, id, Stdout, "go\n")

@@ -20,8 +20,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("PROC_TEST_HELPER") == "ignored-signals" {
+	switch os.Getenv("PROC_TEST_HELPER") {
+	case "ignored-signals":
 		helperIgnoredSignals()
+		return
+	case "catch-int":
+		helperCatchInt()
 		return
 	}
 	os.Exit(m.Run())

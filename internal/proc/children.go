@@ -1,0 +1,79 @@
+package proc
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// userHZ is the unit of /proc/<pid>/stat's start time: USER_HZ, 100 on
+// every architecture Linux ships for (the kernel converts to it).
+const userHZ = 100
+
+// Ticks is now in the unit of a process's start time in /proc (clock
+// ticks after boot), to compare with the children's start times in
+// [Process.SignalNewChildGroups].
+func Ticks() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0
+	}
+	return uint64(ts.Sec)*userHZ + uint64(ts.Nsec)/(1e9/userHZ)
+}
+
+// SignalNewChildGroups sends sig to the process group of each of the
+// child's own children that left the child's group (setpgid or setsid),
+// started at or after since (see [Ticks]) and does not ignore sig. It
+// returns how many groups it signalled.
+//
+// This is what a terminal's Ctrl-C reaches that a signal to the child's
+// group does not: an interactive shell makes each foreground job a group
+// of its own, so a program that calls setpgid itself (GNU timeout does)
+// still gets the terminal's SIGINT; under a non-interactive shell it
+// leaves the shell's group and would not. Background jobs of a
+// non-interactive shell start with SIGINT ignored, and older children
+// are left alone, so only what the current command started is reached.
+func (p *Process) SignalNewChildGroups(sig syscall.Signal, since uint64) int {
+	if p.Exited() || sig <= 0 || sig > 64 {
+		return 0
+	}
+	self := os.Getpid()
+	n := 0
+	for _, st := range snapshot() {
+		if st.ppid != p.Pid || st.pgid == p.Pid || st.pgid <= 1 || st.pgid == self || st.state == 'Z' {
+			continue
+		}
+		if since > 0 && st.start+1 < since { // a tick of slack: start times are floored
+			continue
+		}
+		if ignores(st.pid, sig) {
+			continue
+		}
+		if unix.Kill(-st.pgid, sig) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ignores reports whether pid ignores sig (SigIgn in /proc/<pid>/status);
+// false when it cannot tell.
+func ignores(pid int, sig syscall.Signal) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nSigIgn:"))
+	if !ok {
+		return false
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	mask, err := strconv.ParseUint(string(bytes.TrimSpace(line)), 16, 64)
+	if err != nil {
+		return false
+	}
+	return mask&(1<<(uint(sig)-1)) != 0
+}

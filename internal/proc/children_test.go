@@ -1,0 +1,112 @@
+package proc
+
+import (
+	"bufio"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// helperCatchInt leaves its parent's process group and catches SIGINT
+// (started as a background job, it had it ignored): a SIGINT ends it.
+func helperCatchInt() {
+	_ = unix.Setpgid(0, 0)
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, os.Interrupt)
+	select {
+	case <-c:
+		os.Exit(3)
+	case <-time.After(60 * time.Second):
+	}
+}
+
+// pollUntil retries cond every 10 ms for up to 10 s.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("gave up waiting: %s", what)
+}
+
+func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := Env(os.Environ(), map[string]*string{"PROC_TEST_HELPER": ptr("catch-int"), "SELF": &self})
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	defer inW.Close()
+	defer outR.Close()
+	// An older job that left the group and catches SIGINT, a background
+	// job that ignores it, then (once told) a foreground GNU timeout,
+	// which leaves the group too.
+	script := `"$SELF" & echo $!; sleep 60 & echo $!; read -r _; timeout 60 sleep 60; echo "rc=$?"`
+	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", script}, Env: env, Stdin: inR, Stdout: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.KillTree(unix.SIGKILL, 0) })
+	inR.Close()
+	outW.Close()
+	_ = outR.SetReadDeadline(time.Now().Add(20 * time.Second))
+	sc := bufio.NewScanner(outR)
+	var old, bg int
+	for _, pid := range []*int{&old, &bg} {
+		if !sc.Scan() {
+			t.Fatalf("no pid: %v", sc.Err())
+		}
+		*pid, _ = strconv.Atoi(sc.Text())
+	}
+	pollUntil(t, "the old job in its own group, catching SIGINT", func() bool {
+		st, ok := readStat(old)
+		return ok && st.pgid == old && !ignores(old, syscall.SIGINT)
+	})
+	if !ignores(bg, syscall.SIGINT) {
+		t.Errorf("a background job of a non-interactive bash should ignore SIGINT")
+	}
+	time.Sleep(50 * time.Millisecond) // start times are in 10 ms ticks
+	since := Ticks()
+	if _, err := inW.WriteString("go\n"); err != nil {
+		t.Fatal(err)
+	}
+	var timeoutPid int
+	pollUntil(t, "timeout in its own group", func() bool {
+		for _, st := range snapshot() {
+			if st.ppid == p.Pid && st.pgid == st.pid && st.pid != old && st.pid != p.Pid {
+				timeoutPid = st.pid
+				return true
+			}
+		}
+		return false
+	})
+	if n := p.SignalNewChildGroups(syscall.SIGINT, since); n != 1 {
+		t.Errorf("signalled %d groups, want 1 (timeout's)", n)
+	}
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "rc=") {
+		t.Fatalf("bash did not go on after timeout %d got SIGINT: %q %v", timeoutPid, sc.Text(), sc.Err())
+	}
+	if !alive(old) || !alive(bg) {
+		t.Errorf("an older job or a background job got the SIGINT: old alive %v, bg alive %v", alive(old), alive(bg))
+	}
+}
+
+func TestTicksIsAProcessStartTime(t *testing.T) {
+	before := Ticks()
+	p := bash(t, "sleep 5", nil)
+	st, ok := readStat(p.Pid)
+	after := Ticks()
+	if !ok || st.start+1 < before || st.start > after+1 {
+		t.Fatalf("a child started at tick %d, between Ticks() %d and %d", st.start, before, after)
+	}
+}
