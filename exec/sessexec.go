@@ -102,7 +102,13 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	p := e.newProcess(id, req.Command, s.id, true, e.cfg.DefaultOutputLimit)
 	p.pid = s.child.Pid
-	p.signal = s.child.SignalGroup
+	p.signal = func(sig syscall.Signal) error {
+		if sig == unix.SIGINT { // Ctrl-C, as session.interrupt
+			s.interrupt()
+			return nil
+		}
+		return s.child.SignalGroup(sig)
+	}
 	p.killTree = func(sig syscall.Signal, _ time.Duration) error {
 		if sig == unix.SIGINT {
 			s.interrupt()

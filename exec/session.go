@@ -49,11 +49,14 @@ type session struct {
 	turn      fifoLock
 	ctlBroken bool // the control pipe ended while the shell lives; turn holder only
 
+	// sigMu serializes interrupt with setBusy (see interrupt).
+	sigMu sync.Mutex
 	// mu guards the fields below; never held across a kill or a write.
 	mu         sync.Mutex
 	busy       bool
 	busySince  uint64 // when the command began, in proc.Ticks
 	flagged    bool   // the interrupt flag file D/n exists (see wrapper.go)
+	jobControl bool   // the last marker's $- had m (set -m)
 	dead       bool
 	deadReason string
 	killing    string // why the engine is killing the shell, if it is
@@ -309,8 +312,9 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 	}
 	line, complete, _ := fastMarker(s.ctl, nil, fast)
 	if complete {
-		code, rest, ok := takeMarker(line, s.mark)
+		code, flags, rest, ok := takeMarker(line, s.mark)
 		if ok {
+			s.noteFlags(flags)
 			return outcome{code: code}, true
 		}
 		line = rest
@@ -362,8 +366,9 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 		n, err := s.ctl.Read(buf[:])
 		if n > 0 {
 			line = append(line, buf[:n]...)
-			code, rest, ok := takeMarker(line, s.mark)
+			code, flags, rest, ok := takeMarker(line, s.mark)
 			if ok {
+				s.noteFlags(flags)
 				return outcome{code: code}, true
 			}
 			line = rest
@@ -397,24 +402,34 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 	return outcome{}, false
 }
 
-// takeMarker parses the complete lines of line for "MARK STATUS": the
-// wrapper writes one per command, one command at a time, so a marker is
-// this command's; other lines (the user's top-level trap output) are
-// dropped. rest is the incomplete tail.
-func takeMarker(line []byte, mark string) (code int, rest []byte, ok bool) {
+// takeMarker parses the complete lines of line for "MARK STATUS FLAGS"
+// (FLAGS is the shell's $-): the wrapper writes one per command, one
+// command at a time, so a marker is this command's; other lines (the
+// user's top-level trap output) are dropped. rest is the incomplete tail.
+func takeMarker(line []byte, mark string) (code int, flags string, rest []byte, ok bool) {
 	for range len(line) + 1 { // bounded: each turn drops a line
 		i := bytes.IndexByte(line, '\n')
 		if i < 0 {
-			return 0, line, false
+			return 0, "", line, false
 		}
 		if l, found := strings.CutPrefix(string(line[:i]), mark+" "); found {
-			if code, ok := parseMarker(l); ok {
-				return code, nil, true
+			st, flags, _ := strings.Cut(l, " ")
+			if code, ok := parseMarker(st); ok {
+				return code, flags, nil, true
 			}
 		}
 		line = line[i+1:]
 	}
-	return 0, line, false
+	return 0, "", line, false
+}
+
+// noteFlags keeps what the shell's $- says about job control (set -m):
+// see interrupt.
+func (s *session) noteFlags(flags string) {
+	jc := strings.IndexByte(flags, 'm') >= 0
+	s.mu.Lock()
+	s.jobControl = jc
+	s.mu.Unlock()
 }
 
 // earliest returns the earliest non-zero time, or zero (no deadline).
@@ -528,30 +543,33 @@ func (s *session) kill(reason string) {
 	_ = stdin.Close() // Best effort.
 }
 
-// interrupt is Ctrl-C for the running command, if one runs: SIGINT to the
-// shell's process group (the shell and its foreground commands) and to the
-// groups its new children made; the wrapper's trap returns from the
-// command. The flag file goes first: it
-// tells the wrapper that a SIGINT reaching the shell before the command
-// began is meant for it (see wrapper.go).
+// interrupt is Ctrl-C: SIGINT to the shell's process group (the shell and
+// its foreground commands); the wrapper's trap returns from the command.
+// While a command runs (busy) the flag file goes first: it tells the
+// wrapper that a SIGINT reaching the shell before the command began is
+// meant for it (see wrapper.go). And the groups its new children made
+// get SIGINT too, as a terminal's Ctrl-C reaches the foreground job's
+// group (GNU timeout makes one), unless the shell has job control on:
+// bash then makes every job a group, and a foreground job killed by
+// SIGINT inside a loop throws bash out of the wrapper's loop for good.
+// sigMu keeps setBusy out until both signals went, so a late interrupt
+// never reaches the next command's children.
 func (s *session) interrupt() {
+	s.sigMu.Lock()
+	defer s.sigMu.Unlock()
 	s.mu.Lock()
-	if !s.busy {
-		s.mu.Unlock()
-		return
-	}
-	if !s.flagged {
+	busy, jobControl, since := s.busy, s.jobControl, s.busySince
+	if busy && !s.flagged {
 		if f, err := os.OpenFile(s.path("n"), os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
 			_ = f.Close() // Best effort: empty, and the SIGINT still goes.
 			s.flagged = true
 		}
 	}
-	since := s.busySince
 	s.mu.Unlock()
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
-	// What a terminal's Ctrl-C reaches beyond the shell's group: the
-	// command's own jobs that made a group of their own (GNU timeout).
-	s.child.SignalNewChildGroups(unix.SIGINT, since)
+	if busy && !jobControl {
+		s.child.SignalNewChildGroups(unix.SIGINT, since)
+	}
 }
 
 func (s *session) info() SessionInfo {
@@ -581,6 +599,8 @@ func (s *session) setBusy(b bool) {
 	if b {
 		since = proc.Ticks()
 	}
+	s.sigMu.Lock()
+	defer s.sigMu.Unlock()
 	s.mu.Lock()
 	s.busy = b
 	s.busySince = since
@@ -652,7 +672,12 @@ func (e *Engine) InterruptSession(id string) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	s.interrupt() // idle: no-op
+	s.mu.Lock()
+	busy := s.busy
+	s.mu.Unlock()
+	if busy { // idle: no-op
+		s.interrupt()
+	}
 	return nil
 }
 

@@ -430,9 +430,10 @@ func TestSessionInterruptRightAfterStartIsNotLost(t *testing.T) {
 	sid := newSession(t, e, SessionOptions{})
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: "x=kept"})
 	for i := range 40 {
+		id := fmt.Sprintf("early%d", i)
 		done := make(chan ExecResult, 1)
 		go func() {
-			r, _ := e.Exec(context.Background(), ExecRequest{SessionID: sid, Command: "while :; do :; done"})
+			r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: "while :; do :; done"})
 			done <- r
 		}()
 		deadline := time.Now().Add(5 * time.Second)
@@ -444,7 +445,13 @@ func TestSessionInterruptRightAfterStartIsNotLost(t *testing.T) {
 		for end := time.Now().Add(time.Duration(i%10) * 30 * time.Microsecond); time.Now().Before(end); {
 			runtime.Gosched()
 		}
-		if err := e.InterruptSession(sid); err != nil {
+		// Odd rounds: a SIGINT on the exec's process (a process channel's
+		// signal CTRL), which is the same Ctrl-C.
+		if i%2 == 0 {
+			if err := e.InterruptSession(sid); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := e.SignalProcess(id, syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
 		r := recvOrTimeout(t, done, 5*time.Second, fmt.Sprintf("command interrupted at once (round %d)", i))
@@ -487,6 +494,31 @@ func TestSessionLateInterruptDoesNotAbortTheNextCommand(t *testing.T) {
 		if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo ran"}); string(r.Stdout) != "ran\n" || code(r) != 0 {
 			t.Fatalf("round %d: the command after an interrupted one: stdout %q code %d", i, r.Stdout, code(r))
 		}
+	}
+}
+
+// With job control on (set -m) bash makes each job a process group, and a
+// foreground job killed by SIGINT in a loop throws bash out of the
+// wrapper's loop: an interrupt then signals only the shell's group, and
+// the session stays usable.
+func TestSessionInterruptUnderJobControl(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "set -m"})
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(context.Background(), ExecRequest{ID: "jc", SessionID: sid, Command: "echo go; sleep 1"})
+		done <- r
+	}()
+	waitOutput(t, e, "jc", Stdout, "go\n")
+	if err := e.InterruptSession(sid); err != nil {
+		t.Fatal(err)
+	}
+	recvOrTimeout(t, done, 10*time.Second, "interrupted command under set -m")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := e.Exec(ctx, ExecRequest{SessionID: sid, Command: "echo ok"}); err != nil || string(r.Stdout) != "ok\n" {
+		t.Fatalf("the session after an interrupt under set -m: %q %v", r.Stdout, err)
 	}
 }
 

@@ -36,7 +36,7 @@ import (
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
 //	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
 //	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
-//	            \builtin printf 'MARK %s\n' "$__muxd_rc" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
 // Why each piece:
 //   - one loop parsed once: bash reads a pipe one byte per syscall and
@@ -106,7 +106,7 @@ func loopText(dir, mark string) string {
 	}
 	end := func(status string) string {
 		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
-			`\builtin printf '` + mark + ` %s\n' "$__muxd_rc"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
+			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
 	}
 	return trap + `;while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ ` + end("0") + `;};` +

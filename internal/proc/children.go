@@ -25,9 +25,9 @@ func Ticks() uint64 {
 }
 
 // SignalNewChildGroups sends sig to the process group of each of the
-// child's own children that left the child's group (setpgid or setsid),
-// started at or after since (see [Ticks]) and does not ignore sig. It
-// returns how many groups it signalled.
+// child's own children that leads a group of its own (setpgid(0, 0) or
+// setsid), started at or after since (see [Ticks]) and does not ignore
+// sig. It returns how many groups it signalled.
 //
 // This is what a terminal's Ctrl-C reaches that a signal to the child's
 // group does not: an interactive shell makes each foreground job a group
@@ -40,10 +40,12 @@ func (p *Process) SignalNewChildGroups(sig syscall.Signal, since uint64) int {
 	if p.Exited() || sig <= 0 || sig > 64 {
 		return 0
 	}
-	self := os.Getpid()
+	own := unix.Getpgrp()
 	n := 0
 	for _, st := range snapshot() {
-		if st.ppid != p.Pid || st.pgid == p.Pid || st.pgid <= 1 || st.pgid == self || st.state == 'Z' {
+		// Only a group the child leads: one that joined another group
+		// (muxd's, another shell's) does not take the signal there.
+		if st.ppid != p.Pid || st.pgid != st.pid || st.pgid == p.Pid || st.pgid <= 1 || st.pgid == own || st.state == 'Z' {
 			continue
 		}
 		if since > 0 && st.start+1 < since { // a tick of slack: start times are floored
