@@ -20,8 +20,12 @@ import (
 var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // overrideScript wraps a session command so that its cwd and env
-// overrides hold for this command only: the previous values come back
-// after it, whatever it did to them.
+// overrides hold for this command only. It records what it changes, one
+// assignment-only command per variable (a trap cannot run halfway
+// through one), and the wrapper's loop undoes exactly that after the
+// command, outside it (restoreText), so that an interrupt landing
+// anywhere, even before the command began, never leaves an override in
+// place.
 func overrideScript(userPath, cwd string, env map[string]*string) (string, error) {
 	names := make([]string, 0, len(env))
 	for k := range env {
@@ -31,12 +35,15 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 		if k == proc.MarkVar {
 			continue // muxd's, as for every child (proc.Start)
 		}
+		if strings.HasPrefix(k, "__muxd_") {
+			return "", fmt.Errorf("%w: env name %.40q: the __muxd_ prefix is the session wrapper's", ErrInvalid, k)
+		}
 		names = append(names, k)
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	for i, k := range names {
-		fmt.Fprintf(&b, "__muxd_o%d=${%s-}; __muxd_s%d=${%s+1}; ", i, k, i, k)
+	for _, k := range names {
+		fmt.Fprintf(&b, "__muxd_u+=(\"${%s-}\") __muxd_w+=(\"${%s+1}\") __muxd_v+=(%s)\n", k, k, k)
 		if v := env[k]; v != nil {
 			if strings.IndexByte(*v, 0) >= 0 {
 				return "", fmt.Errorf("%w: NUL in env %s", ErrInvalid, k)
@@ -47,14 +54,9 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 		}
 	}
 	if cwd != "" {
-		fmt.Fprintf(&b, "if \\builtin pushd -- %s >/dev/null; then \\builtin source %s; __muxd_rc=$?; \\builtin popd >/dev/null 2>&1; else __muxd_rc=1; fi\n", shQuote(cwd), shQuote(userPath))
-	} else {
-		fmt.Fprintf(&b, "\\builtin source %s\n__muxd_rc=$?\n", shQuote(userPath))
+		fmt.Fprintf(&b, "__muxd_d=${#DIRSTACK[@]}\n\\builtin pushd -- %s >/dev/null||\\builtin return 1\n", shQuote(cwd))
 	}
-	for i, k := range names {
-		fmt.Fprintf(&b, "if [[ -n ${__muxd_s%d-} ]]; then \\builtin export %s=\"$__muxd_o%d\"; else \\builtin unset %s; fi; \\builtin unset __muxd_o%d __muxd_s%d\n", i, k, i, k, i, i)
-	}
-	b.WriteString("\\builtin return $__muxd_rc\n")
+	fmt.Fprintf(&b, "\\builtin source %s\n", shQuote(userPath))
 	return b.String(), nil
 }
 
@@ -82,7 +84,8 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	start := time.Now()
 	text := req.Command
-	if req.Cwd != "" || len(req.Env) > 0 {
+	overrides := req.Cwd != "" || len(req.Env) > 0
+	if overrides {
 		userPath := s.path("u")
 		if err := os.WriteFile(userPath, []byte(req.Command), 0o600); err != nil {
 			return ExecResult{}, fmt.Errorf("exec: command file: %w", err)
@@ -121,7 +124,8 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		return ExecResult{}, err
 	}
 	s.setBusy(true)
-	o, rtErr := s.roundTrip(ctx, text, req.Stdin != nil, timeout, p.logs)
+	line := wrapperLine(req.Stdin != nil, overrides)
+	o, rtErr := s.roundTrip(ctx, text, line, timeout, p.logs)
 	s.setBusy(false)
 	if rtErr != nil {
 		p.failStart()
@@ -171,7 +175,7 @@ func (s *session) snapshot(ctx context.Context, path string) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	o, err := s.roundTrip(ctx, snapshotScript(path), false, 0, [2]*outputLog{})
+	o, err := s.roundTrip(ctx, snapshotScript(path), wrapperLine(false, false), 0, [2]*outputLog{})
 	if err != nil {
 		return err
 	}
@@ -206,7 +210,7 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 	defer s.endTurn()
 	path := s.path("s")
 	defer os.Remove(path)
-	o, err := s.roundTrip(context.Background(), stateScript(path), false, 5*time.Second, [2]*outputLog{})
+	o, err := s.roundTrip(context.Background(), stateScript(path), wrapperLine(false, false), 5*time.Second, [2]*outputLog{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -114,7 +114,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		s.removeFiles()
 		return SessionInfo{}, err
 	}
-	res, err := s.roundTrip(ctx, ":", false, 0, [2]*outputLog{})
+	res, err := s.roundTrip(ctx, ":", wrapperLine(false, false), 0, [2]*outputLog{})
 	s.endTurn()
 	if err == nil && res.died {
 		err = fmt.Errorf("exec: session shell ended at start: %s", s.info().DeadReason)
@@ -262,7 +262,7 @@ func (s *session) closeFDs() {
 // Fast commands are read synchronously after their marker; one that runs
 // for lazyDrainDelay gets drain goroutines (a full FIFO blocks bash until
 // then).
-func (s *session) roundTrip(ctx context.Context, text string, withStdin bool, timeout time.Duration, logs [2]*outputLog) (outcome, error) {
+func (s *session) roundTrip(ctx context.Context, text, line string, timeout time.Duration, logs [2]*outputLog) (outcome, error) {
 	if err := s.alive(); err != nil {
 		return outcome{}, err
 	}
@@ -279,14 +279,14 @@ func (s *session) roundTrip(ctx context.Context, text string, withStdin bool, ti
 	if s.ctlBroken {
 		_ = os.Remove(exitPath) // Best effort: the previous record was consumed.
 	}
-	o, err := s.await(ctx, exitPath, withStdin, timeout, func() { s.fifos.startDrains(logs) })
+	o, err := s.await(ctx, exitPath, line, timeout, func() { s.fifos.startDrains(logs) })
 	s.fifos.finish(logs)
 	return o, err
 }
 
 // await sends the wrapper line and waits for the command's end.
-func (s *session) await(ctx context.Context, exitPath string, withStdin bool, timeout time.Duration, slow func()) (outcome, error) {
-	if _, err := s.stdin.WriteString(wrapperLine(withStdin)); err != nil {
+func (s *session) await(ctx context.Context, exitPath, line string, timeout time.Duration, slow func()) (outcome, error) {
+	if _, err := s.stdin.WriteString(line); err != nil {
 		return s.waitDeath(), nil
 	}
 	if !s.ctlBroken {

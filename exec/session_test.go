@@ -530,3 +530,86 @@ func busy(e *Engine, sid string) bool {
 	}
 	return false
 }
+
+// Per-command cwd and env overrides are undone whenever the interrupt
+// lands: before the command began, while it runs, or as it ends.
+func TestSessionOverridesSurviveInterrupts(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{Cwd: "/", Env: map[string]*string{"KEEP": strp("k")}})
+	pushd := mustExec(t, e, ExecRequest{SessionID: sid, Command: "pushd /tmp >/dev/null; cd /; dirs -p | wc -l"})
+	const want = "/|unset|k"
+	show := `echo "$PWD|${FOO-unset}|${KEEP-unset}"`
+	for i := range 150 {
+		id := fmt.Sprintf("ov%d", i)
+		done := make(chan ExecResult, 1)
+		go func() {
+			r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: "while :; do :; done",
+				Cwd: dir, Env: map[string]*string{"FOO": strp("over"), "KEEP": nil}})
+			done <- r
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for !busy(e, sid) && time.Now().Before(deadline) {
+			runtime.Gosched()
+		}
+		for end := time.Now().Add(time.Duration(i%15) * 10 * time.Microsecond); time.Now().Before(end); {
+			runtime.Gosched()
+		}
+		if err := e.InterruptSession(sid); err != nil {
+			t.Fatal(err)
+		}
+		if r := recvOrTimeout(t, done, 5*time.Second, fmt.Sprintf("round %d", i)); code(r) != 130 {
+			t.Fatalf("round %d: exit code %d, want 130", i, code(r))
+		}
+		if got := strings.TrimSpace(string(mustExec(t, e, ExecRequest{SessionID: sid, Command: show}).Stdout)); got != want {
+			t.Fatalf("round %d: the overrides stayed: %q, want %q", i, got, want)
+		}
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "dirs -p | wc -l"}); string(r.Stdout) != string(pushd.Stdout) {
+		t.Errorf("directory stack: %q entries after, %q before", r.Stdout, pushd.Stdout)
+	}
+}
+
+// Whatever the command does to what it overrides, and whatever the user
+// did to the shell before, the overrides are undone exactly.
+func TestSessionOverridesAreUndoneExactly(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct{ name, setup, cmd string }{
+		{"plain", "", "true"},
+		{"command changes the override", "", "export FOO=changed KEEP=changed"},
+		{"command unsets the override", "", "unset FOO"},
+		{"command cds away", "", "cd /tmp"},
+		{"command pushes directories", "", "pushd /tmp >/dev/null; pushd / >/dev/null"},
+		{"command fails", "", "false"},
+		{"nounset", "set -u", "true"},
+		{"errexit", "set -e", "true"},
+		{"IFS", "IFS=0123456789_", "true"},
+		{"xtrace", "set -x", "true"},
+		{"own directory stack", "pushd /tmp >/dev/null; cd /", "true"},
+	}
+	e := newTestEngine(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := newSession(t, e, SessionOptions{Cwd: "/", Env: map[string]*string{"KEEP": strp("k")}})
+			defer e.DeleteSession(sid)
+			if tc.setup != "" {
+				mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.setup})
+			}
+			show := `echo "$PWD|${FOO-unset}|${KEEP-unset}|$(dirs -p | wc -l)"`
+			before := mustExec(t, e, ExecRequest{SessionID: sid, Command: show}).Stdout
+			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: `echo "$PWD|$FOO|${KEEP-unset}"; ` + tc.cmd,
+				Cwd: dir, Env: map[string]*string{"FOO": strp("over"), "KEEP": nil}})
+			if want := dir + "|over|unset\n"; !strings.HasPrefix(string(r.Stdout), want) {
+				t.Errorf("inside the command: %q, want %q", r.Stdout, want)
+			}
+			if after := mustExec(t, e, ExecRequest{SessionID: sid, Command: show}).Stdout; string(after) != string(before) {
+				t.Errorf("after the command: %q, before: %q", after, before)
+			}
+		})
+	}
+	sid := newSession(t, e, SessionOptions{})
+	if _, err := e.Exec(context.Background(), ExecRequest{SessionID: sid, Command: "true",
+		Env: map[string]*string{"__muxd_v": strp("x")}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an env name with the wrapper's prefix: %v, want ErrInvalid", err)
+	}
+}

@@ -9,9 +9,10 @@ import (
 
 // The session loop. The shell's first input defines readonly variables
 // (__muxd_N, the interrupt flag file D/n; __muxd_T, the trap's body;
-// __muxd_L, the loop) and evals __muxd_L: a loop, parsed once, that runs
-// one command per line it reads from stdin (an empty line, or "i" when the
-// command has stdin). With D the session's directory and MARK its token:
+// __muxd_R, the undoing of per-command overrides; __muxd_L, the loop) and
+// evals __muxd_L: a loop, parsed once, that runs one command per line it
+// reads from stdin: "" plain, "i" with stdin, "o" with overrides, "io"
+// both. With D the session's directory and MARK its token:
 //
 //	TRAP
 //	while ((1)); do
@@ -19,11 +20,10 @@ import (
 //	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
 //	  __muxd_p=1
 //	  case $__muxd_x${__muxd_n-}${__muxd_b-} in
-//	  '') RUN(/dev/null);;
-//	  i)  RUN(D/i);;
+//	  BRANCHES
 //	  *)  __muxd_n= __muxd_b=
 //	      if [[ -e $__muxd_N ]]; then __muxd_b=130
-//	      elif [[ $__muxd_x == i ]]; then RUN(D/i); else RUN(/dev/null); fi;;
+//	      else case $__muxd_x in BRANCHES esac; fi;;
 //	  esac
 //	  END($?)
 //	done
@@ -31,10 +31,14 @@ import (
 //
 // where
 //
+//	BRANCHES  = '') RUN(/dev/null);; i) RUN(D/i);; o) UNDO(/dev/null);; io) UNDO(D/i);;
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
 //	__muxd_T  = \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
 //	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
+//	UNDO(I)   = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e
+//	              __muxd_b=${__muxd_b:-$?} __muxd_p=; done
+//	            __muxd_b=${__muxd_b:-$?} __muxd_p=; \builtin eval "$__muxd_R"; __muxd_p=1
 //	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
 //	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
@@ -86,12 +90,24 @@ import (
 //     that comes while `trap` replaces the handler. Its string is short
 //     (its body is in __muxd_T): bash's `trap` costs ~5 µs more per
 //     command for the ~130-byte body inline (measured).
+//   - per-command cwd and env (overrideScript) are undone by the loop
+//     (__muxd_R, after the command), not by the sourced file: the trap
+//     returns from a sourced file wherever it lands in it, and an undo
+//     there could be skipped. With the pending mark cleared first, the
+//     trap neither breaks out of the undo nor changes the status.
+//   - $- in the marker tells Go whether job control (set -m) is on; see
+//     session.interrupt.
 //   - if the pipe is unusable, the exit record file is the fallback,
 //     picked up by the exit watcher.
 //   - stdin is /dev/null unless bytes were given, so readers get EOF.
-func wrapperLine(withStdin bool) string {
-	if withStdin {
+func wrapperLine(withStdin, overrides bool) string {
+	switch {
+	case withStdin && overrides:
+		return "io\n"
+	case withStdin:
 		return "i\n"
+	case overrides:
+		return "o\n"
 	}
 	return "\n"
 }
@@ -101,9 +117,21 @@ func wrapperLine(withStdin bool) string {
 func loopText(dir, mark string) string {
 	q := func(name string) string { return shQuote(dir + "/" + name) }
 	trap := `\builtin trap '\builtin eval "$__muxd_T"' INT`
-	run := func(in string) string {
-		return `for __muxd_i in 1; do { \builtin source ` + q("c") + `;} <` + in + ` >|` + q("o") + ` 2>|` + q("e") + `; done`
+	source := func(in string) string {
+		return `{ \builtin source ` + q("c") + `;} <` + in + ` >|` + q("o") + ` 2>|` + q("e")
 	}
+	run := func(in string) string {
+		return `for __muxd_i in 1; do ` + source(in) + `; done`
+	}
+	// With overrides, the command's status goes to __muxd_b and the
+	// pending mark is cleared before the restore, so the trap neither
+	// breaks out of it nor changes the status (see the comment above).
+	runUndo := func(in string) string {
+		return `for __muxd_i in 1; do ` + source(in) + `;__muxd_b=${__muxd_b:-$?} __muxd_p=; done;` +
+			`__muxd_b=${__muxd_b:-$?} __muxd_p=;\builtin eval "$__muxd_R";__muxd_p=1`
+	}
+	branches := `'') ` + run("/dev/null") + `;; i) ` + run(q("i")) + `;; ` +
+		`o) ` + runUndo("/dev/null") + `;; io) ` + runUndo(q("i")) + `;; `
 	end := func(status string) string {
 		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
 			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
@@ -112,16 +140,24 @@ func loopText(dir, mark string) string {
 		`[[ -z ${__muxd_p-} ]]||{ ` + end("0") + `;};` +
 		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
 		`__muxd_p=1;` +
-		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` +
-		`'') ` + run("/dev/null") + `;; ` +
-		`i) ` + run(q("i")) + `;; ` +
+		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches +
 		`*) __muxd_n= __muxd_b=;if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
-		`elif [[ $__muxd_x == i ]]; then ` + run(q("i")) + `;else ` + run("/dev/null") + `;fi;; ` +
+		`else case $__muxd_x in ` + branches + `esac;fi;; ` +
 		`esac;` +
 		end("$?") + `;` +
 		`done;` +
 		end("$?") + `;\builtin eval "$__muxd_L"`
 }
+
+// restoreText undoes what an override script (overrideScript) recorded,
+// newest first, and pops what its pushd pushed; it runs in the loop, not
+// in a sourced file, so the INT trap cannot return from it.
+const restoreText = `__muxd_j=${#__muxd_v[@]};` +
+	`while ((__muxd_j>0)); do __muxd_j=$((__muxd_j-1));` +
+	`if [[ -n ${__muxd_w[__muxd_j]-} ]]; then \builtin export "${__muxd_v[__muxd_j]}=${__muxd_u[__muxd_j]-}";` +
+	`else \builtin unset "${__muxd_v[__muxd_j]}";fi;done;` +
+	`[[ -z ${__muxd_d-} ]]||while ((${#DIRSTACK[@]}>__muxd_d)); do \builtin popd >/dev/null 2>&1||\builtin break;done;` +
+	`__muxd_v=() __muxd_w=() __muxd_u=() __muxd_d=`
 
 // trapText is what the INT trap runs outside a sourced command (see
 // wrapper.go's top comment). It lives in a readonly variable: the trap
@@ -133,7 +169,8 @@ const trapText = `\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p
 // the loop (readonly: users cannot unset or change it) and enters it.
 // extra runs before the loop (tests break the control pipe with it).
 func setupLine(dir, mark, extra string) string {
-	return `\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
+	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) +
+		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
 		extra + `\builtin eval "$__muxd_L"` + "\n"
 }
 
