@@ -43,7 +43,8 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	sort.Strings(names)
 	var b strings.Builder
 	for _, k := range names {
-		fmt.Fprintf(&b, "__muxd_u+=(\"${%s-}\") __muxd_w+=(\"${%s+1}\") __muxd_v+=(%s)\n", k, k, k)
+		// The old value, whether it was set, its attributes (x: exported).
+		fmt.Fprintf(&b, "__muxd_u+=(\"${%s-}\") __muxd_w+=(\"${%s+1${%s@a}}\") __muxd_v+=(%s)\n", k, k, k, k)
 		if v := env[k]; v != nil {
 			if strings.IndexByte(*v, 0) >= 0 {
 				return "", fmt.Errorf("%w: NUL in env %s", ErrInvalid, k)
@@ -54,7 +55,10 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 		}
 	}
 	if cwd != "" {
-		fmt.Fprintf(&b, "__muxd_d=${#DIRSTACK[@]}\n\\builtin pushd -- %s >/dev/null||\\builtin return 1\n", shQuote(cwd))
+		// cd, not pushd: the directory stack is the user's. PWD and
+		// OLDPWD come back as they were.
+		b.WriteString("__muxd_od=${OLDPWD-} __muxd_os=${OLDPWD+1} __muxd_wd=${PWD:-/}\n")
+		fmt.Fprintf(&b, "\\builtin cd -- %s||\\builtin return 1\n", shQuote(cwd))
 	}
 	fmt.Fprintf(&b, "\\builtin source %s\n", shQuote(userPath))
 	return b.String(), nil
@@ -123,7 +127,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	if err := e.register(p); err != nil {
 		return ExecResult{}, err
 	}
-	s.setBusy(true)
+	s.startCommand(req.Command)
 	line := wrapperLine(req.Stdin != nil, overrides)
 	o, rtErr := s.roundTrip(ctx, text, line, timeout, p.logs)
 	s.setBusy(false)
@@ -181,6 +185,9 @@ func (s *session) snapshot(ctx context.Context, path string) error {
 	}
 	if o.died {
 		return fmt.Errorf("%w: session %q ended during the snapshot", ErrSessionDead, s.id)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // cancelled: the script may have been interrupted midway
 	}
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("exec: snapshot: %w", err)

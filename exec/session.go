@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,7 +57,7 @@ type session struct {
 	busy       bool
 	busySince  uint64 // when the command began, in proc.Ticks
 	flagged    bool   // the interrupt flag file D/n exists (see wrapper.go)
-	jobControl bool   // the last marker's $- had m (set -m)
+	jobControl bool   // the last marker's $- had m (set -m), or the command may turn it on
 	dead       bool
 	deadReason string
 	killing    string // why the engine is killing the shell, if it is
@@ -592,6 +593,20 @@ func (s *session) info() SessionInfo {
 	}
 	return SessionInfo{ID: s.id, Cwd: cwd, Alive: alive, Busy: s.busy,
 		CreatedAt: s.createdAt, DeadReason: s.deadReason}
+}
+
+// setsMonitor matches command text that may turn job control on (set -m,
+// set -o monitor): the marker's $- tells only after the command.
+var setsMonitor = regexp.MustCompile(`\bset\b[^;&|\n]*(\s-[A-Za-z]*m|-o\s+monitor)`)
+
+// startCommand marks the session busy with command.
+func (s *session) startCommand(command string) {
+	if setsMonitor.MatchString(command) {
+		s.mu.Lock()
+		s.jobControl = true
+		s.mu.Unlock()
+	}
+	s.setBusy(true)
 }
 
 func (s *session) setBusy(b bool) {

@@ -499,26 +499,40 @@ func TestSessionLateInterruptDoesNotAbortTheNextCommand(t *testing.T) {
 
 // With job control on (set -m) bash makes each job a process group, and a
 // foreground job killed by SIGINT in a loop throws bash out of the
-// wrapper's loop: an interrupt then signals only the shell's group, and
-// the session stays usable.
+// wrapper's loop: an interrupt then signals only the shell's group (the
+// job ends on its own, as it did before muxd signalled new groups), and
+// the session stays usable. Also when the interrupted command itself
+// turns job control on.
 func TestSessionInterruptUnderJobControl(t *testing.T) {
-	e := newTestEngine(t)
-	sid := newSession(t, e, SessionOptions{})
-	mustExec(t, e, ExecRequest{SessionID: sid, Command: "set -m"})
-	done := make(chan ExecResult, 1)
-	go func() {
-		r, _ := e.Exec(context.Background(), ExecRequest{ID: "jc", SessionID: sid, Command: "echo go; sleep 1"})
-		done <- r
-	}()
-	waitOutput(t, e, "jc", Stdout, "go\n")
-	if err := e.InterruptSession(sid); err != nil {
-		t.Fatal(err)
-	}
-	recvOrTimeout(t, done, 10*time.Second, "interrupted command under set -m")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if r, err := e.Exec(ctx, ExecRequest{SessionID: sid, Command: "echo ok"}); err != nil || string(r.Stdout) != "ok\n" {
-		t.Fatalf("the session after an interrupt under set -m: %q %v", r.Stdout, err)
+	for _, tc := range []struct{ name, before, cmd string }{
+		{"set -m before", "set -m", "echo go; sleep 1"},
+		{"set -m in the command", "", "set -m; echo go; sleep 1"},
+		{"set -o monitor in the command", "", "set -o monitor; echo go; sleep 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEngine(t)
+			sid := newSession(t, e, SessionOptions{})
+			if tc.before != "" {
+				mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.before})
+			}
+			done := make(chan ExecResult, 1)
+			go func() {
+				r, _ := e.Exec(context.Background(), ExecRequest{ID: "jc", SessionID: sid, Command: tc.cmd, Timeout: 8 * time.Second})
+				done <- r
+			}()
+			waitOutput(t, e, "jc", Stdout, "go\n")
+			if err := e.InterruptSession(sid); err != nil {
+				t.Fatal(err)
+			}
+			if r := recvOrTimeout(t, done, 10*time.Second, "interrupted command under job control"); r.TimedOut {
+				t.Fatalf("the interrupted command hung until its timeout: %+v", r)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if r, err := e.Exec(ctx, ExecRequest{SessionID: sid, Command: "echo ok"}); err != nil || string(r.Stdout) != "ok\n" {
+				t.Fatalf("the session after an interrupt under job control: %q %v", r.Stdout, err)
+			}
+		})
 	}
 }
 
@@ -579,7 +593,14 @@ func TestSessionOverridesAreUndoneExactly(t *testing.T) {
 		{"command changes the override", "", "export FOO=changed KEEP=changed"},
 		{"command unsets the override", "", "unset FOO"},
 		{"command cds away", "", "cd /tmp"},
-		{"command pushes directories", "", "pushd /tmp >/dev/null; pushd / >/dev/null"},
+		{"command uses the directory stack", "", "pushd /tmp >/dev/null; popd >/dev/null"},
+		{"command unsets DIRSTACK", "", "unset DIRSTACK"},
+		{"nounset, command unsets DIRSTACK", "set -u", "unset DIRSTACK"},
+		{"break 2", "", "break 2"},
+		{"continue 2", "", "continue 2"},
+		{"not exported before", "FOO=shell", "true"},
+		{"exported before", "export FOO=env", "true"},
+		{"OLDPWD set", "cd /tmp; cd /", "true"},
 		{"command fails", "", "false"},
 		{"nounset", "set -u", "true"},
 		{"errexit", "set -e", "true"},
@@ -595,7 +616,7 @@ func TestSessionOverridesAreUndoneExactly(t *testing.T) {
 			if tc.setup != "" {
 				mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.setup})
 			}
-			show := `echo "$PWD|${FOO-unset}|${KEEP-unset}|$(dirs -p | wc -l)"`
+			show := `echo "$PWD|${FOO-unset}|${FOO+${FOO@a}}|${KEEP-unset}|${KEEP+${KEEP@a}}|${OLDPWD-unset}|$(dirs -p | wc -l)"`
 			before := mustExec(t, e, ExecRequest{SessionID: sid, Command: show}).Stdout
 			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: `echo "$PWD|$FOO|${KEEP-unset}"; ` + tc.cmd,
 				Cwd: dir, Env: map[string]*string{"FOO": strp("over"), "KEEP": nil}})

@@ -16,7 +16,7 @@ import (
 //
 //	TRAP
 //	while ((1)); do
-//	  [[ -z ${__muxd_p-} ]] || END(0)
+//	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; \builtin eval "$__muxd_R"; END(0); }
 //	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
 //	  __muxd_p=1
 //	  case $__muxd_x${__muxd_n-}${__muxd_b-} in
@@ -27,7 +27,7 @@ import (
 //	  esac
 //	  END($?)
 //	done
-//	END($?); \builtin eval "$__muxd_L"
+//	__muxd_b=${__muxd_b:-$?} __muxd_p=; \builtin eval "$__muxd_R"; END($?); \builtin eval "$__muxd_L"
 //
 // where
 //
@@ -137,7 +137,7 @@ func loopText(dir, mark string) string {
 			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
 	}
 	return trap + `;while ((1)); do ` +
-		`[[ -z ${__muxd_p-} ]]||{ ` + end("0") + `;};` +
+		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
 		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
 		`__muxd_p=1;` +
 		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches +
@@ -146,18 +146,26 @@ func loopText(dir, mark string) string {
 		`esac;` +
 		end("$?") + `;` +
 		`done;` +
+		`__muxd_b=${__muxd_b:-$?} __muxd_p=;\builtin eval "$__muxd_R";` +
 		end("$?") + `;\builtin eval "$__muxd_L"`
 }
 
 // restoreText undoes what an override script (overrideScript) recorded,
-// newest first, and pops what its pushd pushed; it runs in the loop, not
-// in a sourced file, so the INT trap cannot return from it.
+// newest first: each variable comes back with its value and export
+// attribute, or unset, and the directory with PWD and OLDPWD. It runs in
+// the loop, not in a sourced file, so the INT trap cannot return from
+// it; where the user's break 2 or continue 2 skipped the command's UNDO,
+// the loop runs it on the way (it has nothing to do otherwise).
 const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 	`while ((__muxd_j>0)); do __muxd_j=$((__muxd_j-1));` +
-	`if [[ -n ${__muxd_w[__muxd_j]-} ]]; then \builtin export "${__muxd_v[__muxd_j]}=${__muxd_u[__muxd_j]-}";` +
-	`else \builtin unset "${__muxd_v[__muxd_j]}";fi;done;` +
-	`[[ -z ${__muxd_d-} ]]||while ((${#DIRSTACK[@]}>__muxd_d)); do \builtin popd >/dev/null 2>&1||\builtin break;done;` +
-	`__muxd_v=() __muxd_w=() __muxd_u=() __muxd_d=`
+	`case ${__muxd_w[__muxd_j]-} in ` +
+	`'') \builtin unset "${__muxd_v[__muxd_j]}";; ` +
+	`*x*) \builtin export "${__muxd_v[__muxd_j]}=${__muxd_u[__muxd_j]-}";; ` +
+	`*) \builtin export -n "${__muxd_v[__muxd_j]}";\builtin printf -v "${__muxd_v[__muxd_j]}" %s "${__muxd_u[__muxd_j]-}";; ` +
+	`esac;done;` +
+	`[[ -z ${__muxd_wd-} ]]||{ \builtin cd -- "$__muxd_wd";` +
+	`if [[ -n ${__muxd_os-} ]]; then OLDPWD=$__muxd_od;else \builtin unset OLDPWD;fi;};` +
+	`__muxd_v=() __muxd_w=() __muxd_u=() __muxd_wd= __muxd_od= __muxd_os=`
 
 // trapText is what the INT trap runs outside a sourced command (see
 // wrapper.go's top comment). It lives in a readonly variable: the trap

@@ -87,7 +87,13 @@ const missesText = `
   splits the CPU). A syscall costs ~1 µs here. Inside the daemon the
   same engine call measured ~200–230 µs (timed around it in the exec
   handler), against ~130–150 µs in exec/'s own benchmark: the halves do
-  not simply add up, and the rest of the gap is not explained yet.
+  not simply add up. perf on the daemon during a loop of session execs
+  (perf stat and perf record -g on its pid) counts ~150 µs of daemon CPU
+  and ~9 context switches per exec: the engine ~22% of it, writing the
+  answer ~17% (a loopback TCP send runs the receiver's side in the
+  sender's thread), the read loop ~16%, Go's sysmon ~12% (it keeps its
+  20 µs tick while Ps come and go around the exec's blocking ppoll), and
+  the scheduler waking idle threads most of the rest.
 - **Keystroke echo under a flood.** The slow echoes (~5 ms) come only
   while the flood runs. They are not GC (the same with GOGC=off), not
   kernel socket queues (64 KiB socket buffers cut the p90 from ~1.5 ms to
