@@ -550,9 +550,10 @@ func (s *session) kill(reason string) {
 // wrapper that a SIGINT reaching the shell before the command began is
 // meant for it (see wrapper.go). And the groups its new children made
 // get SIGINT too, as a terminal's Ctrl-C reaches the foreground job's
-// group (GNU timeout makes one), unless the shell has job control on:
+// group (GNU timeout makes one). Unless the shell has job control on:
 // bash then makes every job a group, and a foreground job killed by
-// SIGINT inside a loop throws bash out of the wrapper's loop for good.
+// SIGINT inside a loop throws bash out of the wrapper's loop for good,
+// so only the shell gets it (its trap runs once the job ends).
 // sigMu keeps setBusy out until both signals went, so a late interrupt
 // never reaches the next command's children.
 func (s *session) interrupt() {
@@ -567,8 +568,14 @@ func (s *session) interrupt() {
 		}
 	}
 	s.mu.Unlock()
+	if jobControl {
+		// The shell alone: a job it just forked may still be in its
+		// group, on its way to its own, and killing that throws too.
+		_ = s.child.Signal(unix.SIGINT) // Best effort: it may have ended.
+		return
+	}
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
-	if busy && !jobControl {
+	if busy {
 		s.child.SignalNewChildGroups(unix.SIGINT, since)
 	}
 }
