@@ -118,8 +118,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	p.killTree = func(sig syscall.Signal, _ time.Duration) error {
 		if sig == unix.SIGINT {
-			s.interrupt()
-			return nil
+			return p.signal(sig)
 		}
 		s.kill("session command killed")
 		return nil

@@ -608,7 +608,7 @@ var setsMonitor = regexp.MustCompile(`\bset\b[^;&|\n]*(\s-[A-Za-z]*m|-o\s+monito
 
 // startCommand marks the session busy with command.
 func (s *session) startCommand(command string) {
-	if setsMonitor.MatchString(command) {
+	if strings.Contains(command, "set") && setsMonitor.MatchString(command) { // the regexp only when it may match
 		s.mu.Lock()
 		s.jobControl = true
 		s.mu.Unlock()
