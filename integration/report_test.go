@@ -118,6 +118,11 @@ const missesText = `
   interleaved pairs, with the raw PTY and WebSocket floors at ~22 and
   ~20–30 µs. Five later runs of pty/'s BenchmarkKeystrokeEcho gave p50
   57–74 µs (median 65) against the 60 µs target, moving with the floors.
-  wsmux terminal channels still take that hand-off: from the reader, a
-  channel write may wait for credit.
+  wsmux terminal channels still take that hand-off. Sending the echo
+  from the reader there too (a non-blocking channel write that refuses
+  whenever anything is queued, credit is short or the socket lacks room)
+  took the inline path ~90% of the time but made the quiet echo over
+  /ws slower, p50 +15–27 µs in 3 interleaved pairs: not kept. There the
+  reader already yields its thread to the woken sender, which writes at
+  once.
 `
