@@ -181,7 +181,7 @@ func (ch *Channel) Consumed(n int) {
 }
 
 // consumedLocked returns credit, coalesced until at least half the
-// window is owed.
+// window is owed. The caller flushes (flushLocked) afterwards.
 func (ch *Channel) consumedLocked(n int64) {
 	if ch.closed {
 		return
@@ -195,8 +195,7 @@ func (ch *Channel) consumedLocked(n int64) {
 	ch.unreturned = 0
 	if !ch.inWindowReady {
 		ch.inWindowReady = true
-		ch.c.windowReady.push(ch)
-		ch.c.writerCond.Signal()
+		ch.c.windowReady.push(ch) // the caller flushes
 	}
 }
 
@@ -356,8 +355,7 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 		c.used += size
 		ch.sendCredit -= int64(n + extra)
 		ch.dataQueued = true
-		c.enqueueLocked(&ch.q, f)
-		c.flushLocked()
+		c.enqueueFlushLocked(&ch.q, f)
 		p = p[n:]
 		total += n
 	}
@@ -447,13 +445,12 @@ func (ch *Channel) sendSmall(t frameType, payload []byte, urgent bool) error {
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, t, ch.id, payload)
 	if urgent {
-		c.pushUrgentLocked(f)
+		c.pushUrgentFlushLocked(f)
 	} else {
 		f.ch = ch
 		ch.smallQueued++
-		c.enqueueLocked(&ch.q, f)
+		c.enqueueFlushLocked(&ch.q, f)
 	}
-	c.flushLocked()
 	return nil
 }
 

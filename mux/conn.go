@@ -316,15 +316,35 @@ func (c *Conn) inputGrantLocked() int64 {
 }
 
 // enqueueLocked queues a frame of q and schedules q.
+// The writer goroutine is woken only when no producer is about to write:
+// a producer that queues and then flushes (flushLocked) writes the frame
+// itself or leaves it to whoever holds the token, so waking the writer
+// as well would cost a context switch for nothing.
 func (c *Conn) enqueueLocked(q *sendQueue, f *outFrame) {
 	q.frames.push(f)
 	c.scheduleLocked(q)
+	c.wakeWriterLocked()
+}
+
+// enqueueFlushLocked queues a frame of q and writes it at once if the
+// token is free.
+func (c *Conn) enqueueFlushLocked(q *sendQueue, f *outFrame) {
+	q.frames.push(f)
+	c.scheduleLocked(q)
+	c.flushLocked()
+}
+
+// wakeWriterLocked wakes the writer goroutine for queued work, unless a
+// write is in flight: its writer looks for more work when it ends.
+func (c *Conn) wakeWriterLocked() {
+	if !c.writing {
+		c.writerCond.Signal()
+	}
 }
 
 func (c *Conn) scheduleLocked(q *sendQueue) {
 	if !q.inRing && !q.held && q.frames.len() > 0 {
 		q.inRing = true
 		c.rings[q.class].push(q)
-		c.writerCond.Signal()
 	}
 }

@@ -158,8 +158,7 @@ func (c *Conn) Open(ctx context.Context, kind string, window int, params any) (*
 	c.channels[ch.id] = ch
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, typeOpen, ch.id, payload)
-	c.enqueueLocked(&ch.q, f)
-	c.flushLocked()
+	c.enqueueFlushLocked(&ch.q, f)
 
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()

@@ -200,24 +200,23 @@ func encodeError(id json.RawMessage, e *Error) []byte {
 func (c *Conn) sendRPC(payload []byte, notify bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ok := c.queueRPCLocked(payload, notify)
-	if !notify { // Notify must never block its caller on the socket
-		c.flushLocked()
-	}
-	return ok
+	// Notify must never block its caller on the socket; answers and
+	// calls are written at once when the socket is idle.
+	return c.queueRPCLocked(payload, notify, !notify)
 }
 
 // queueRPC queues one RPC message from the read loop, which never writes.
 func (c *Conn) queueRPC(payload []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.queueRPCLocked(payload, false)
+	c.queueRPCLocked(payload, false, false)
 }
 
 // queueRPCLocked queues one RPC message: up to maxFrame with the urgent frames,
 // larger ones (and notifications) in the bulk class. Budget is charged
 // for large messages only; small ones are bounded by the request caps.
-func (c *Conn) queueRPCLocked(payload []byte, notify bool) bool {
+// With flush, the caller writes it at once if the socket is idle.
+func (c *Conn) queueRPCLocked(payload []byte, notify, flush bool) bool {
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, typeRPC, 0, payload)
 	if c.closed || notify && c.notifies >= maxPendingNotify {
@@ -225,7 +224,11 @@ func (c *Conn) queueRPCLocked(payload []byte, notify bool) bool {
 		return false
 	}
 	if !notify && len(payload) <= c.cfg.MaxFrame {
-		c.pushUrgentLocked(f)
+		if flush {
+			c.pushUrgentFlushLocked(f)
+		} else {
+			c.pushUrgentLocked(f)
+		}
 		return true
 	}
 	f.notify = notify
@@ -234,7 +237,11 @@ func (c *Conn) queueRPCLocked(payload []byte, notify bool) bool {
 	if notify {
 		c.notifies++
 	}
-	c.enqueueLocked(&c.rpcBulk, f)
+	if flush {
+		c.enqueueFlushLocked(&c.rpcBulk, f)
+	} else {
+		c.enqueueLocked(&c.rpcBulk, f)
+	}
 	return true
 }
 

@@ -159,7 +159,15 @@ func (c *Conn) nextFrameLocked() *outFrame {
 func (c *Conn) pushUrgentLocked(f *outFrame) {
 	c.urgent.push(f)
 	c.urgentBytes += int64(len(f.b))
-	c.writerCond.Signal()
+	c.wakeWriterLocked()
+}
+
+// pushUrgentFlushLocked queues a first-class frame and writes it at once
+// if the token is free.
+func (c *Conn) pushUrgentFlushLocked(f *outFrame) {
+	c.urgent.push(f)
+	c.urgentBytes += int64(len(f.b))
+	c.flushLocked()
 }
 
 // urgentLimit bounds the first-class frames (mostly answers to the
