@@ -219,6 +219,59 @@ func TestSessionInterruptAbortsCommandKeepsShell(t *testing.T) {
 	}
 }
 
+// Ctrl-C aborts the whole command, as in a terminal: not just the
+// innermost function or sourced file it lands in. Afterwards the user's
+// own DEBUG trap and functrace setting are as they were, and functions
+// run normally again.
+func TestSessionInterruptAbortsTheWholeCommand(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	inner := filepath.Join(t.TempDir(), "inner.sh")
+	if err := os.WriteFile(inner, []byte("while :; do :; done; echo inner-after\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: `spin() { while :; do :; done; echo spin-after; }
+nap() { sleep 100; echo nap-after; }
+outer() { spin; echo outer-after; }
+dbg() { :; }`})
+	tests := []struct{ name, cmd string }{
+		{"loop in a function", "echo go; spin; echo after"},
+		{"function in a function", "echo go; outer; echo after"},
+		{"external in a function in a loop", "echo go; for i in 1 2 3; do nap; echo after $i; done; echo after"},
+		{"nested source", "echo go; source " + shQuote(inner) + "; echo after"},
+		{"function in a subshell", "echo go; (spin; echo sub-after); echo after"},
+	}
+	states := []struct{ name, setup, want string }{
+		{"plain", "set +T; trap - DEBUG", "T=\n"},
+		{"user DEBUG trap", "set -T; trap dbg DEBUG", "trap -- 'dbg' DEBUG\nT=T\n"},
+	}
+	for _, st := range states {
+		mustExec(t, e, ExecRequest{SessionID: sid, Command: st.setup})
+		for i, tc := range tests {
+			t.Run(st.name+"/"+tc.name, func(t *testing.T) {
+				id := fmt.Sprintf("whole-%s-%d", st.name, i)
+				done := make(chan ExecResult, 1)
+				go func() {
+					r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: tc.cmd})
+					done <- r
+				}()
+				waitOutput(t, e, id, Stdout, "go\n")
+				if err := e.InterruptSession(sid); err != nil {
+					t.Fatal(err)
+				}
+				r := recvOrTimeout(t, done, 5*time.Second, "interrupted command")
+				if code(r) != 130 || string(r.Stdout) != "go\n" {
+					t.Errorf("got code %d, stdout %q; want 130 and only go", code(r), r.Stdout)
+				}
+				r = mustExec(t, e, ExecRequest{SessionID: sid, Command: `f() { echo in-f; }; f; trap -p DEBUG; echo "T=${-//[^T]/}"`})
+				if want := "in-f\n" + st.want; string(r.Stdout) != want {
+					t.Errorf("after the interrupt: %q, want %q", r.Stdout, want)
+				}
+			})
+		}
+	}
+}
+
 func TestSessionCommandsRunOneAtATimeInArrivalOrder(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})

@@ -8,8 +8,9 @@ import (
 )
 
 // The session loop. The shell's first input defines readonly variables
-// (__muxd_N, the interrupt flag file D/n; __muxd_T, the trap's body;
-// __muxd_R, the undoing of per-command overrides; __muxd_L, the loop) and
+// (__muxd_N, the interrupt flag file D/n; __muxd_T, the trap's body, and
+// __muxd_D, its unwinding's end; __muxd_R, the undoing of per-command
+// overrides; __muxd_L, the loop) and
 // evals __muxd_L: a loop, parsed once, that runs one command per line it
 // reads from stdin: "" plain, "i" with stdin, "o" with overrides, "io"
 // both. With D the session's directory and MARK its token:
@@ -27,14 +28,18 @@ import (
 //	  esac
 //	  END($?)
 //	done
-//	__muxd_b=${__muxd_b:-$?} __muxd_p=; \builtin eval "$__muxd_R"; END($?); \builtin eval "$__muxd_L"
+//	__muxd_b=${__muxd_b:-$?} __muxd_p=; [[ ! -e $__muxd_N ]] || __muxd_b=130
+//	\builtin eval "$__muxd_R"; END($?); \builtin eval "$__muxd_L"
 //
 // where
 //
 //	BRANCHES  = '') RUN(/dev/null);; i) RUN(D/i);; o) UNDO(/dev/null);; io) UNDO(D/i);;
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
-//	__muxd_T  = \builtin return 130 2>/dev/null || { __muxd_n=1;
+//	__muxd_T  = ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
+//	ARM       = once per interrupt: save the DEBUG trap and set -T, then
+//	            set -T; trap '\builtin return 130 2>/dev/null || \builtin eval "$__muxd_D"' DEBUG
+//	__muxd_D  = restore the DEBUG trap and set -T as they were
 //	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
 //	UNDO(I)   = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e
 //	              __muxd_b=${__muxd_b:-$?} __muxd_p=; done
@@ -84,7 +89,11 @@ import (
 //     command at hand counts: a stray SIGINT to the idle shell, or a late
 //     one meant for the previous command, leaves __muxd_n set and the
 //     `case` drops it. The common path costs one `case`, which replaced
-//     an `if [[ ]]`.
+//     an `if [[ ]]`. A `break` from a trap lets the command it ran before
+//     go on (with the DEBUG trap armed, that may be the `*)` branch
+//     clearing __muxd_b), so the way out after `done` checks D/n again.
+//   - the interrupt ends the whole command, not only the innermost
+//     function or sourced file it lands in: see trapText.
 //   - the trap is set again after every command, since the user may
 //     change it, and after rather than before it: bash can lose a signal
 //     that comes while `trap` replaces the handler. Its string is short
@@ -146,7 +155,7 @@ func loopText(dir, mark string) string {
 		`esac;` +
 		end("$?") + `;` +
 		`done;` +
-		`__muxd_b=${__muxd_b:-$?} __muxd_p=;\builtin eval "$__muxd_R";` +
+		`__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` +
 		end("$?") + `;\builtin eval "$__muxd_L"`
 }
 
@@ -171,13 +180,31 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // wrapper.go's top comment). It lives in a readonly variable: the trap
 // string stays short, and bash's `trap` costs more per byte of it than
 // the rest of the loop does.
-const trapText = `\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
+//
+// `return` leaves only the innermost function or sourced file, and its
+// caller would go on with its next command (a loop calling a function
+// would never end). So the trap first arms the unwinding, once: it saves
+// the DEBUG trap and functrace (set -T), and sets a DEBUG trap that
+// returns before every further command, so each function and sourced
+// file the command is in returns in turn. Where `return` fails, the
+// unwinding is over (the loop's own commands): the DEBUG trap disarms it
+// there (disarmText), so it never outlives the command.
+const trapText = `[[ -n ${__muxd_a-} ]]||{ __muxd_a=1 __muxd_t=;[[ $- != *T* ]]||__muxd_t=1;` +
+	`\builtin trap -p DEBUG >|"$__muxd_N"d;\builtin set -T;` +
+	`\builtin trap '\builtin return 130 2>/dev/null||\builtin eval "$__muxd_D"' DEBUG;};` +
+	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
+
+// disarmText ends the unwinding that trapText armed: the DEBUG trap and
+// functrace come back as they were. The armed mark goes last, so an
+// interrupt in between cannot save the unwinding trap as the user's.
+const disarmText = `\builtin trap - DEBUG;\builtin source "$__muxd_N"d 2>/dev/null||\builtin :;` +
+	`[[ -n $__muxd_t ]]||\builtin set +T;__muxd_a=`
 
 // setupLine is the shell's first and last line of shell code: it defines
 // the loop (readonly: users cannot unset or change it) and enters it.
 // extra runs before the loop (tests break the control pipe with it).
 func setupLine(dir, mark, extra string) string {
-	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) +
+	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
 		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
 		extra + `\builtin eval "$__muxd_L"` + "\n"
 }
