@@ -233,13 +233,17 @@ func TestSessionInterruptAbortsTheWholeCommand(t *testing.T) {
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: `spin() { while :; do :; done; echo spin-after; }
 nap() { sleep 100; echo nap-after; }
 outer() { spin; echo outer-after; }
-dbg() { :; }`})
-	tests := []struct{ name, cmd string }{
-		{"loop in a function", "echo go; spin; echo after"},
-		{"function in a function", "echo go; outer; echo after"},
-		{"external in a function in a loop", "echo go; for i in 1 2 3; do nap; echo after $i; done; echo after"},
-		{"nested source", "echo go; source " + shQuote(inner) + "; echo after"},
-		{"function in a subshell", "echo go; (spin; echo sub-after); echo after"},
+dbg() { :; }
+tidy() { trap 'echo tidy; trap - RETURN' RETURN; sleep 100; echo tidy-after; }`})
+	tests := []struct{ name, cmd, want string }{
+		{"loop in a function", "echo go; spin; echo after", "go\n"},
+		{"function in a function", "echo go; outer; echo after", "go\n"},
+		{"external in a function in a loop", "echo go; for i in 1 2 3; do nap; echo after $i; done; echo after", "go\n"},
+		{"nested source", "echo go; source " + shQuote(inner) + "; echo after", "go\n"},
+		{"function in a subshell", "echo go; (spin; echo sub-after); echo after", "go\n"},
+		// Its RETURN trap runs (it is the function's cleanup), then the
+		// unwinding goes on.
+		{"function with a RETURN trap in a loop", "echo go; for i in 1 2 3; do tidy; echo after $i; done", "go\ntidy\n"},
 	}
 	states := []struct{ name, setup, want string }{
 		{"plain", "set +T; trap - DEBUG", "T=\n"},
@@ -260,14 +264,50 @@ dbg() { :; }`})
 					t.Fatal(err)
 				}
 				r := recvOrTimeout(t, done, 5*time.Second, "interrupted command")
-				if code(r) != 130 || string(r.Stdout) != "go\n" {
-					t.Errorf("got code %d, stdout %q; want 130 and only go", code(r), r.Stdout)
+				if code(r) != 130 || string(r.Stdout) != tc.want {
+					t.Errorf("got code %d, stdout %q; want 130 and %q", code(r), r.Stdout, tc.want)
 				}
 				r = mustExec(t, e, ExecRequest{SessionID: sid, Command: `f() { echo in-f; }; f; trap -p DEBUG; echo "T=${-//[^T]/}"`})
 				if want := "in-f\n" + st.want; string(r.Stdout) != want {
 					t.Errorf("after the interrupt: %q, want %q", r.Stdout, want)
 				}
 			})
+		}
+	}
+}
+
+// Ctrl-C pressed twice: the second SIGINT may land while the first one's
+// trap is still arming the unwinding. The command is aborted all the
+// same, and the shell's state is clean afterwards (functrace off, no
+// DEBUG trap, functions run to their end).
+func TestSessionDoubleInterruptAbortsTheWholeCommand(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: `spin() { while :; do :; done; echo spin-after; }
+outer() { spin; echo outer-after; }`})
+	for i := range 30 {
+		id := fmt.Sprintf("twice%d", i)
+		done := make(chan ExecResult, 1)
+		go func() {
+			r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: "echo go; outer; echo after"})
+			done <- r
+		}()
+		waitOutput(t, e, id, Stdout, "go\n")
+		if err := e.InterruptSession(sid); err != nil {
+			t.Fatal(err)
+		}
+		// 0 to 290 µs apart: inside the first trap's arming, or after.
+		for end := time.Now().Add(time.Duration(i%30) * 10 * time.Microsecond); time.Now().Before(end); {
+			runtime.Gosched()
+		}
+		_ = e.InterruptSession(sid) // may come after the command ended: then it is dropped
+		r := recvOrTimeout(t, done, 5*time.Second, fmt.Sprintf("command interrupted twice (round %d)", i))
+		if code(r) != 130 || string(r.Stdout) != "go\n" {
+			t.Fatalf("round %d: code %d, stdout %q; want 130 and only go", i, code(r), r.Stdout)
+		}
+		r = mustExec(t, e, ExecRequest{SessionID: sid, Command: `f() { echo in-f; }; f; trap -p DEBUG; echo "T=${-//[^T]/}"`})
+		if string(r.Stdout) != "in-f\nT=\n" {
+			t.Fatalf("round %d: after the interrupts: %q, want in-f and T= alone", i, r.Stdout)
 		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 //	  __muxd_p=1
 //	  case $__muxd_x${__muxd_n-}${__muxd_b-} in
 //	  BRANCHES
-//	  *)  __muxd_n= __muxd_b=
+//	  *)  __muxd_n= __muxd_b=; [[ -z ${__muxd_a-} ]] || \builtin eval "$__muxd_D"
 //	      if [[ -e $__muxd_N ]]; then __muxd_b=130
 //	      else case $__muxd_x in BRANCHES esac; fi;;
 //	  esac
@@ -37,8 +37,8 @@ import (
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
 //	__muxd_T  = ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
-//	ARM       = once per interrupt: save the DEBUG trap and set -T, then
-//	            set -T; trap '\builtin return 130 2>/dev/null || \builtin eval "$__muxd_D"' DEBUG
+//	ARM       = once per command: save the DEBUG trap and set -T, then
+//	            set -T; trap '\builtin return 130 2>/dev/null || \builtin :' DEBUG
 //	__muxd_D  = restore the DEBUG trap and set -T as they were
 //	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
 //	UNDO(I)   = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e
@@ -150,7 +150,7 @@ func loopText(dir, mark string) string {
 		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
 		`__muxd_p=1;` +
 		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches +
-		`*) __muxd_n= __muxd_b=;if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
+		`*) __muxd_n= __muxd_b=;[[ -z ${__muxd_a-} ]]||\builtin eval "$__muxd_D";if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
 		`else case $__muxd_x in ` + branches + `esac;fi;; ` +
 		`esac;` +
 		end("$?") + `;` +
@@ -183,22 +183,36 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 //
 // `return` leaves only the innermost function or sourced file, and its
 // caller would go on with its next command (a loop calling a function
-// would never end). So the trap first arms the unwinding, once: it saves
-// the DEBUG trap and functrace (set -T), and sets a DEBUG trap that
+// would never end). So the trap also arms an unwinding, once per
+// command: it saves the DEBUG trap (as a line that restores it) and
+// functrace, turns functrace on (set -T) and sets a DEBUG trap that
 // returns before every further command, so each function and sourced
-// file the command is in returns in turn. Where `return` fails, the
-// unwinding is over (the loop's own commands): the DEBUG trap disarms it
-// there (disarmText), so it never outlives the command.
-const trapText = `[[ -n ${__muxd_a-} ]]||{ __muxd_a=1 __muxd_t=;[[ $- != *T* ]]||__muxd_t=1;` +
-	`\builtin trap -p DEBUG >|"$__muxd_N"d;\builtin set -T;` +
-	`\builtin trap '\builtin return 130 2>/dev/null||\builtin eval "$__muxd_D"' DEBUG;};` +
+// file the command is in returns in turn. Where `return` fails (a user's
+// RETURN trap, the loop's own commands) the DEBUG trap does nothing. The
+// loop disarms it (disarmText) before the next command, in the `*)`
+// branch (the trap sets __muxd_n).
+//
+// A second SIGINT may run the trap again in the middle of the arming,
+// and its `return` abandons the first run: so every step is idempotent
+// and flagged, and any run completes what an earlier one left. The flags
+// go in this order: __muxd_a (arming begun; __muxd_t, functrace before),
+// __muxd_s (the saved DEBUG trap is in D/nd, so ours may be set now),
+// __muxd_c (complete).
+//
+// A DEBUG trap that the user set without set -T never runs for their
+// commands (bash does not pass it into sourced files) and is lost on an
+// interrupt: that one is not restored.
+const trapText = `[[ -n ${__muxd_c-} ]]||{ [[ -n ${__muxd_a-} ]]||__muxd_a=1 __muxd_n=1 __muxd_t=${-//[^T]/};` +
+	`[[ -n ${__muxd_s-} ]]||{ { \builtin printf '\\builtin ';\builtin trap -p DEBUG;} >|"$__muxd_N"d;__muxd_s=1;};` +
+	`\builtin set -T;\builtin trap '\builtin return 130 2>/dev/null||\builtin :' DEBUG;__muxd_c=1;};` +
 	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
 
-// disarmText ends the unwinding that trapText armed: the DEBUG trap and
-// functrace come back as they were. The armed mark goes last, so an
-// interrupt in between cannot save the unwinding trap as the user's.
-const disarmText = `\builtin trap - DEBUG;\builtin source "$__muxd_N"d 2>/dev/null||\builtin :;` +
-	`[[ -n $__muxd_t ]]||\builtin set +T;__muxd_a=`
+// disarmText ends the unwinding that trapText armed, or began to: the
+// DEBUG trap and functrace come back as they were. Every step may run
+// twice (an interrupt may break out of it; the flags, cleared last, make
+// the loop run it again before the next command).
+const disarmText = `[[ -z ${__muxd_s-} ]]||{ \builtin trap - DEBUG;\builtin source "$__muxd_N"d 2>/dev/null||\builtin :;};` +
+	`[[ -n ${__muxd_t-} ]]||\builtin set +T;__muxd_a= __muxd_s= __muxd_c= __muxd_t=`
 
 // setupLine is the shell's first and last line of shell code: it defines
 // the loop (readonly: users cannot unset or change it) and enters it.
