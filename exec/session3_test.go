@@ -1,10 +1,14 @@
 package exec
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -98,7 +102,9 @@ func TestSessionLoopSurvivesBreakContinueAndTMOUT(t *testing.T) {
 		{"break", "echo a; break; echo b", 0},
 		{"continue", "echo a; continue; echo b", 0},
 		{"break 2", "echo a; break 2", 0},
+		{"break 3", "echo a; break 3", 0},
 		{"break 9", "echo a; break 9", 0},
+		{"continue 2", "echo a; continue 2", 0},
 		{"continue 3", "echo a; continue 3", 0},
 		{"return", "echo a; return 4; echo b", 0},
 		{"TMOUT", "echo a; TMOUT=1", 1300 * time.Millisecond},
@@ -170,4 +176,62 @@ func TestSessionStdinChangesDoNotCarryOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Interrupts in a flood (every 20-100 µs, some of them stray SIGINTs to
+// the idle shell) over many short commands: each command either runs in
+// full or reports 130, and afterwards the session is as it was: no
+// unwinding trap or functrace left over, the user's own DEBUG trap (with
+// set -T) kept, its state snapshotted whole for a process.
+func TestSessionInterruptFloodKeepsSessionsClean(t *testing.T) {
+	e := newTestEngine(t)
+	var wg sync.WaitGroup
+	for k := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := newSession(t, e, SessionOptions{})
+			s, _ := e.session(sid)
+			setup, want := `g() { echo g1; echo g2; }; export X=kept`, "g1\ng2\nT= X=kept\n"
+			if k%2 == 1 {
+				setup += `; dbg() { :; }; set -T; trap dbg DEBUG`
+				want = "g1\ng2\ntrap -- 'dbg' DEBUG\nT=T X=kept\n"
+			}
+			mustExec(t, e, ExecRequest{SessionID: sid, Command: setup})
+			var stop atomic.Bool
+			flooded := make(chan struct{})
+			go func() {
+				defer close(flooded)
+				for i := 0; !stop.Load() && i < 100000; i++ {
+					if i%4 == 0 {
+						_ = s.child.SignalGroup(syscall.SIGINT) // a stray one
+					} else {
+						_ = e.InterruptSession(sid)
+					}
+					time.Sleep(time.Duration(20+i%80) * time.Microsecond)
+				}
+			}()
+			for i := range 80 {
+				r, err := e.Exec(context.Background(), ExecRequest{SessionID: sid, Command: "g"})
+				if err != nil || !(code(r) == 130 || code(r) == 0 && string(r.Stdout) == "g1\ng2\n") {
+					t.Errorf("session %d, command %d: code %d, stdout %q, stderr %q, %v", k, i, code(r), r.Stdout, r.Stderr, err)
+					break
+				}
+			}
+			stop.Store(true)
+			<-flooded
+			_, _ = e.Exec(context.Background(), ExecRequest{SessionID: sid, Command: "true"}) // where a last SIGINT may land
+			r := mustExec(t, e, ExecRequest{SessionID: sid, Command: `g; trap -p DEBUG; echo "T=${-//[^T]/} X=$X"`})
+			if string(r.Stdout) != want || code(r) != 0 {
+				t.Errorf("session %d after the flood: %q, code %d; want %q", k, r.Stdout, code(r), want)
+			}
+			p, err := e.StartProcess(context.Background(), ProcessRequest{ID: fmt.Sprintf("flood-snap%d", k), SessionID: sid, Command: `echo "X=$X"`})
+			if err != nil {
+				t.Errorf("session %d: start from snapshot: %v", k, err)
+				return
+			}
+			waitOutput(t, e, p.ID, Stdout, "X=kept\n")
+		}()
+	}
+	wg.Wait()
 }

@@ -247,7 +247,8 @@ tidy() { trap 'echo tidy; trap - RETURN' RETURN; sleep 100; echo tidy-after; }`}
 	}
 	states := []struct{ name, setup, want string }{
 		{"plain", "set +T; trap - DEBUG", "T=\n"},
-		{"user DEBUG trap", "set -T; trap dbg DEBUG", "trap -- 'dbg' DEBUG\nT=T\n"},
+		// A DEBUG trap without set -T never runs inside the commands.
+		{"user DEBUG trap without functrace", "trap dbg DEBUG", "T=\n"},
 	}
 	for _, st := range states {
 		mustExec(t, e, ExecRequest{SessionID: sid, Command: st.setup})
@@ -273,6 +274,33 @@ tidy() { trap 'echo tidy; trap - RETURN' RETURN; sleep 100; echo tidy-after; }`}
 				}
 			})
 		}
+	}
+}
+
+// With functrace on (the user's own DEBUG or RETURN traps at work), the
+// interrupt does not unwind: it leaves the user's traps and set -T
+// alone, and returns from the innermost function only (which, with a
+// DEBUG trap function, may be that function: hence a plain command
+// here).
+func TestSessionInterruptLeavesFunctraceAlone(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: `dbg() { :; }; set -T; trap dbg DEBUG`})
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(context.Background(), ExecRequest{ID: "ft", SessionID: sid, Command: "echo go; sleep 100"})
+		done <- r
+	}()
+	waitOutput(t, e, "ft", Stdout, "go\n")
+	if err := e.InterruptSession(sid); err != nil {
+		t.Fatal(err)
+	}
+	if r := recvOrTimeout(t, done, 5*time.Second, "interrupted command"); code(r) != 130 {
+		t.Errorf("code %d, want 130", code(r))
+	}
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: `f() { echo in-f; }; f; trap -p DEBUG; echo "T=${-//[^T]/}"`})
+	if want := "in-f\ntrap -- 'dbg' DEBUG\nT=T\n"; string(r.Stdout) != want {
+		t.Errorf("after the interrupt: %q, want %q", r.Stdout, want)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // both. With D the session's directory and MARK its token:
 //
 //	TRAP
-//	while ((1)); do
+//	while ((1)); do while ((1)); do
 //	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; \builtin eval "$__muxd_R"; END(0); }
 //	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
 //	  __muxd_p=1
@@ -27,9 +27,7 @@ import (
 //	      else case $__muxd_x in BRANCHES esac; fi;;
 //	  esac
 //	  END($?)
-//	done
-//	__muxd_b=${__muxd_b:-$?} __muxd_p=; [[ ! -e $__muxd_N ]] || __muxd_b=130
-//	\builtin eval "$__muxd_R"; END($?); \builtin eval "$__muxd_L"
+//	done; POST; done; POST; \builtin eval "$__muxd_L"
 //
 // where
 //
@@ -37,13 +35,15 @@ import (
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
 //	__muxd_T  = ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
-//	ARM       = once per command: save the DEBUG trap and set -T, then
-//	            set -T; trap '\builtin return 130 2>/dev/null || \builtin :' DEBUG
-//	__muxd_D  = restore the DEBUG trap and set -T as they were
+//	ARM       = unless set -T was on: __muxd_a=1 __muxd_n=1; set -T
+//	            trap '\builtin return 130 2>/dev/null || \builtin :' DEBUG
+//	__muxd_D  = __muxd_a=2; trap - DEBUG; set +T; __muxd_a=
 //	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
 //	UNDO(I)   = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e
 //	              __muxd_b=${__muxd_b:-$?} __muxd_p=; done
 //	            __muxd_b=${__muxd_b:-$?} __muxd_p=; \builtin eval "$__muxd_R"; __muxd_p=1
+//	POST      = __muxd_b=${__muxd_b:-$?} __muxd_p=; [[ ! -e $__muxd_N ]] || __muxd_b=130
+//	            \builtin eval "$__muxd_R"; END($?)
 //	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
 //	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
@@ -62,7 +62,8 @@ import (
 //   - the one-turn `for` keeps the user's break/continue from skipping the
 //     marker; `continue 2` still gets it at the top of the loop (the
 //     command is pending), a `break 2` that leaves the loop gets it after
-//     `done`, and the eval re-enters the loop.
+//     `done` (POST) and the outer loop goes on; a `break 3` or more gets
+//     it after the outer loop, and the eval re-enters the loop.
 //   - read: IFS= against IFS changes; EOF (Go closed stdin) ends the shell;
 //     a signal or TMOUT (status > 128) just reads again.
 //   - the control pipe is the shell's own stdout, which the group
@@ -145,7 +146,12 @@ func loopText(dir, mark string) string {
 		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
 			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
 	}
-	return trap + `;while ((1)); do ` +
+	// After a break out of the command loop (the trap's, or the user's
+	// break 2), the command's end, then the loop again: from an outer
+	// loop, so that only a break 3 or more re-enters through eval, one
+	// level deeper each time.
+	post := `__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` + end("$?")
+	return trap + `;while ((1)); do while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
 		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
 		`__muxd_p=1;` +
@@ -154,9 +160,7 @@ func loopText(dir, mark string) string {
 		`else case $__muxd_x in ` + branches + `esac;fi;; ` +
 		`esac;` +
 		end("$?") + `;` +
-		`done;` +
-		`__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` +
-		end("$?") + `;\builtin eval "$__muxd_L"`
+		`done;` + post + `;done;` + post + `;\builtin eval "$__muxd_L"`
 }
 
 // restoreText undoes what an override script (overrideScript) recorded,
@@ -183,36 +187,34 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 //
 // `return` leaves only the innermost function or sourced file, and its
 // caller would go on with its next command (a loop calling a function
-// would never end). So the trap also arms an unwinding, once per
-// command: it saves the DEBUG trap (as a line that restores it) and
-// functrace, turns functrace on (set -T) and sets a DEBUG trap that
-// returns before every further command, so each function and sourced
-// file the command is in returns in turn. Where `return` fails (a user's
-// RETURN trap, the loop's own commands) the DEBUG trap does nothing. The
-// loop disarms it (disarmText) before the next command, in the `*)`
-// branch (the trap sets __muxd_n).
+// would never end). So the trap also arms an unwinding: it turns
+// functrace on (set -T) and sets a DEBUG trap that returns before every
+// further command, so each function and sourced file the command is in
+// returns in turn. Where `return` fails (a user's RETURN trap, the
+// loop's own commands) the DEBUG trap does nothing. The loop disarms it
+// (disarmText) before the next command, in the `*)` branch (the trap
+// sets __muxd_n).
 //
-// A second SIGINT may run the trap again in the middle of the arming,
-// and its `return` abandons the first run: so every step is idempotent
-// and flagged, and any run completes what an earlier one left. The flags
-// go in this order: __muxd_a (arming begun; __muxd_t, functrace before),
-// __muxd_s (the saved DEBUG trap is in D/nd, so ours may be set now),
-// __muxd_c (complete).
+// Bash runs a pending trap before any command, also inside a trap, so a
+// second SIGINT may run this text again between any two of its commands,
+// and its `return` may abandon the first run. So arming is idempotent,
+// its decision and its mark are single commands, and it saves nothing:
+// __muxd_a is 1 while armed (or arming) and 2 while disarming, when
+// arming again is not allowed.
 //
-// A DEBUG trap that the user set without set -T never runs for their
-// commands (bash does not pass it into sourced files) and is lost on an
-// interrupt: that one is not restored.
-const trapText = `[[ -n ${__muxd_c-} ]]||{ [[ -n ${__muxd_a-} ]]||__muxd_a=1 __muxd_n=1 __muxd_t=${-//[^T]/};` +
-	`[[ -n ${__muxd_s-} ]]||{ { \builtin printf '\\builtin ';\builtin trap -p DEBUG;} >|"$__muxd_N"d;__muxd_s=1;};` +
-	`\builtin set -T;\builtin trap '\builtin return 130 2>/dev/null||\builtin :' DEBUG;__muxd_c=1;};` +
+// Arming needs functrace off: a shell with set -T on (the user's own
+// DEBUG or RETURN traps) is left alone, and there the interrupt returns
+// from the innermost function or sourced file only. A DEBUG trap set
+// without set -T never runs for the user's commands (bash keeps it out
+// of sourced files); an interrupt clears it.
+const trapText = `[[ -z ${__muxd_a-} && $- == *T* || ${__muxd_a-} == 2 ]]||` +
+	`{ __muxd_a=1 __muxd_n=1;\builtin set -T;\builtin trap '\builtin return 130 2>/dev/null||\builtin :' DEBUG;};` +
 	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
 
-// disarmText ends the unwinding that trapText armed, or began to: the
-// DEBUG trap and functrace come back as they were. Every step may run
-// twice (an interrupt may break out of it; the flags, cleared last, make
-// the loop run it again before the next command).
-const disarmText = `[[ -z ${__muxd_s-} ]]||{ \builtin trap - DEBUG;\builtin source "$__muxd_N"d 2>/dev/null||\builtin :;};` +
-	`[[ -n ${__muxd_t-} ]]||\builtin set +T;__muxd_a= __muxd_s= __muxd_c= __muxd_t=`
+// disarmText ends the unwinding that trapText armed. If an interrupt
+// breaks out of it, __muxd_a stays set and the loop runs it again before
+// the next command.
+const disarmText = `__muxd_a=2;\builtin trap - DEBUG;\builtin set +T;__muxd_a=`
 
 // setupLine is the shell's first and last line of shell code: it defines
 // the loop (readonly: users cannot unset or change it) and enters it.
