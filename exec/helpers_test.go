@@ -157,3 +157,27 @@ func exec0(name string, args ...string) (string, error) {
 	out, err := osexec.Command(name, args...).Output()
 	return string(out), err
 }
+
+// interruptAtGo runs cmd (which prints "go" once what is to be
+// interrupted runs) in session sid as exec id, interrupts it at the "go",
+// and returns its result (within 5 s).
+func interruptAtGo(t *testing.T, e *Engine, sid, id, cmd string) ExecResult {
+	t.Helper()
+	done := goExec(e, sid, id, cmd)
+	waitOutput(t, e, id, Stdout, "go\n")
+	if err := e.InterruptSession(sid); err != nil {
+		t.Fatal(err)
+	}
+	return recvOrTimeout(t, done, 5*time.Second, "interrupted command")
+}
+
+// goExec runs cmd in session sid as exec id on a goroutine; the result
+// (zero on error) arrives on the returned channel.
+func goExec(e *Engine, sid, id, cmd string) <-chan ExecResult {
+	done := make(chan ExecResult, 1)
+	go func() {
+		r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: cmd})
+		done <- r
+	}()
+	return done
+}

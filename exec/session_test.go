@@ -197,17 +197,7 @@ func TestSessionInterruptAbortsCommandKeepsShell(t *testing.T) {
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: "x=kept"})
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			id := fmt.Sprintf("int%d", i)
-			done := make(chan ExecResult, 1)
-			go func() {
-				r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: tc.cmd})
-				done <- r
-			}()
-			waitOutput(t, e, id, Stdout, "go\n")
-			if err := e.InterruptSession(sid); err != nil {
-				t.Fatal(err)
-			}
-			r := recvOrTimeout(t, done, 5*time.Second, "interrupted command")
+			r := interruptAtGo(t, e, sid, fmt.Sprintf("int%d", i), tc.cmd)
 			if code(r) != 130 {
 				t.Errorf("exit code = %d, want 130", code(r))
 			}
@@ -254,17 +244,7 @@ tidy() { trap 'echo tidy; trap - RETURN' RETURN; sleep 100; echo tidy-after; }`}
 		mustExec(t, e, ExecRequest{SessionID: sid, Command: st.setup})
 		for i, tc := range tests {
 			t.Run(st.name+"/"+tc.name, func(t *testing.T) {
-				id := fmt.Sprintf("whole-%s-%d", st.name, i)
-				done := make(chan ExecResult, 1)
-				go func() {
-					r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: tc.cmd})
-					done <- r
-				}()
-				waitOutput(t, e, id, Stdout, "go\n")
-				if err := e.InterruptSession(sid); err != nil {
-					t.Fatal(err)
-				}
-				r := recvOrTimeout(t, done, 5*time.Second, "interrupted command")
+				r := interruptAtGo(t, e, sid, fmt.Sprintf("whole-%s-%d", st.name, i), tc.cmd)
 				if code(r) != 130 || string(r.Stdout) != tc.want {
 					t.Errorf("got code %d, stdout %q; want 130 and %q", code(r), r.Stdout, tc.want)
 				}
@@ -286,16 +266,7 @@ func TestSessionInterruptLeavesFunctraceAlone(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: `dbg() { :; }; set -T; trap dbg DEBUG`})
-	done := make(chan ExecResult, 1)
-	go func() {
-		r, _ := e.Exec(context.Background(), ExecRequest{ID: "ft", SessionID: sid, Command: "echo go; sleep 100"})
-		done <- r
-	}()
-	waitOutput(t, e, "ft", Stdout, "go\n")
-	if err := e.InterruptSession(sid); err != nil {
-		t.Fatal(err)
-	}
-	if r := recvOrTimeout(t, done, 5*time.Second, "interrupted command"); code(r) != 130 {
+	if r := interruptAtGo(t, e, sid, "ft", "echo go; sleep 100"); code(r) != 130 {
 		t.Errorf("code %d, want 130", code(r))
 	}
 	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: `f() { echo in-f; }; f; trap -p DEBUG; echo "T=${-//[^T]/}"`})
@@ -315,11 +286,7 @@ func TestSessionDoubleInterruptAbortsTheWholeCommand(t *testing.T) {
 outer() { spin; echo outer-after; }`})
 	for i := range 30 {
 		id := fmt.Sprintf("twice%d", i)
-		done := make(chan ExecResult, 1)
-		go func() {
-			r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: "echo go; outer; echo after"})
-			done <- r
-		}()
+		done := goExec(e, sid, id, "echo go; outer; echo after")
 		waitOutput(t, e, id, Stdout, "go\n")
 		if err := e.InterruptSession(sid); err != nil {
 			t.Fatal(err)
@@ -552,11 +519,7 @@ func TestSessionInterruptRightAfterStartIsNotLost(t *testing.T) {
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: "x=kept"})
 	for i := range 40 {
 		id := fmt.Sprintf("early%d", i)
-		done := make(chan ExecResult, 1)
-		go func() {
-			r, _ := e.Exec(context.Background(), ExecRequest{ID: id, SessionID: sid, Command: "while :; do :; done"})
-			done <- r
-		}()
+		done := goExec(e, sid, id, "while :; do :; done")
 		deadline := time.Now().Add(5 * time.Second)
 		for !busy(e, sid) && time.Now().Before(deadline) {
 			runtime.Gosched() // no sleep: the interrupt is to come as early as it can
