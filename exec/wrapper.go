@@ -35,7 +35,7 @@ import (
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
 //	__muxd_T  = ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
-//	ARM       = unless set -T was on: __muxd_a=1 __muxd_n=1; set -T
+//	ARM       = if D/n exists and set -T was off: __muxd_a=1 __muxd_n=1; set -T
 //	            trap '\builtin return 130 2>/dev/null || \builtin :' DEBUG
 //	__muxd_D  = __muxd_a=2; trap - DEBUG; set +T; __muxd_a=
 //	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
@@ -202,12 +202,14 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // __muxd_a is 1 while armed (or arming) and 2 while disarming, when
 // arming again is not allowed.
 //
-// Arming needs functrace off: a shell with set -T on (the user's own
-// DEBUG or RETURN traps) is left alone, and there the interrupt returns
-// from the innermost function or sourced file only. A DEBUG trap set
+// Arming needs an interrupt from muxd (D/n: a stray SIGINT, say from a
+// user's kill -INT 0, only returns from where it lands) and functrace
+// off: a shell with set -T on (the user's own DEBUG or RETURN traps) is
+// left alone, and there the interrupt returns from the innermost
+// function or sourced file only. A DEBUG trap set
 // without set -T never runs for the user's commands (bash keeps it out
 // of sourced files); an interrupt clears it.
-const trapText = `[[ -z ${__muxd_a-} && $- == *T* || ${__muxd_a-} == 2 ]]||` +
+const trapText = `[[ ${__muxd_a-} == 1 || -z ${__muxd_a-} && $- != *T* && -e $__muxd_N ]]&&` +
 	`{ __muxd_a=1 __muxd_n=1;\builtin set -T;\builtin trap '\builtin return 130 2>/dev/null||\builtin :' DEBUG;};` +
 	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
 
