@@ -93,7 +93,11 @@ const missesText = `
   answer ~17% (a loopback TCP send runs the receiver's side in the
   sender's thread), the read loop ~16%, Go's sysmon ~12% (it keeps its
   20 µs tick while Ps come and go around the exec's blocking ppoll), and
-  the scheduler waking idle threads most of the rest.
+  the scheduler waking idle threads most of the rest. Timed inside the
+  daemon (a later run), a session exec's ~310–380 µs split into ~10 µs
+  from the read loop to the handler, ~175–200 µs in the engine, ~35–40
+  µs to encode and write the answer (p90 ~165 µs: the loopback send) and
+  the rest in the client and the kernel.
 - **Keystroke echo under a flood.** The slow echoes (~5 ms) come only
   while the flood runs. They are not GC (the same with GOGC=off), not
   kernel socket queues (64 KiB socket buffers cut the p90 from ~1.5 ms to
@@ -105,7 +109,14 @@ const missesText = `
   hold asked for during the cooldown, and ending the hold once the echo
   was written cut the echoes over 2 ms from ~40–54 to ~11–24 of 500 in a
   detailed run, but moved the benchmark's p99 only from ~5.4 to ~4.5 ms
-  (4 interleaved pairs), with a worse p50: not kept.
+  (4 interleaved pairs), with a worse p50: not kept. Timed inside the
+  daemon, the echoes over 1 ms spent their time mostly between the
+  keystroke's write to the PTY and the echo's read from it (~60% of
+  them: the program and the PTY reader waiting for a CPU), then in the
+  echo's send (~25%); about 10% of all echoes are slow, through the
+  whole flood. Neither a long EEVDF slice (sched_setattr, 100 ms) on the
+  drain's thread nor a short one (0.1 ms) on the terminal's processes
+  changed that (2 interleaved pairs each): not kept.
 - **Process stream.** Borderline: 33–46% of the raw pipe across runs.
   Half of the daemon's CPU on this path is the kernel copying (perf:
   pipe to user, user to page cache, page cache to user, user to socket),
@@ -117,7 +128,8 @@ const missesText = `
   the socket's sender: ~65–70 µs against ~85–90 µs before in 3
   interleaved pairs, with the raw PTY and WebSocket floors at ~22 and
   ~20–30 µs. Five later runs of pty/'s BenchmarkKeystrokeEcho gave p50
-  57–74 µs (median 65) against the 60 µs target, moving with the floors.
+  57–74 µs (median 65) against the 60 µs target, moving with the floors;
+  on a calmer host (floors ~17 and ~21 µs) three runs gave 48–50 µs.
   wsmux terminal channels still take that hand-off. Sending the echo
   from the reader there too (a non-blocking channel write that refuses
   whenever anything is queued, credit is short or the socket lacks room)
