@@ -64,10 +64,12 @@
 // session.interrupt is SIGINT to the shell's process group, and to the
 // groups that the command's own children made for themselves (GNU timeout
 // does: a terminal's Ctrl-C reaches it as the foreground job); the
-// wrapper's INT trap returns 130 from the sourced command, loops of
-// builtins included, and the shell keeps its state. An interrupt that reaches the
-// shell before it began the command is not lost: a flag file says the
-// SIGINT was meant for it, and the wrapper skips the command with 130.
+// wrapper's INT trap ends the whole command with 130, loops of builtins
+// and the functions and sourced files it is in included (unless the
+// user turned functrace on: then the innermost one returns), and the
+// shell keeps its state. An interrupt that reaches the shell before it
+// began the command is not lost: a flag file says the SIGINT was meant
+// for it, and the wrapper skips the command with 130.
 //
 // # Output logs
 //

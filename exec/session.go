@@ -697,7 +697,7 @@ func (e *Engine) InterruptSession(id string) error {
 	s.mu.Lock()
 	busy := s.busy
 	s.mu.Unlock()
-	if busy { // idle: no-op
+	if busy { // an idle shell gets no SIGINT
 		s.interrupt()
 	}
 	return nil
