@@ -77,11 +77,7 @@ func TestSessionExecCancelIgnoringSIGINTKillsSession(t *testing.T) {
 func TestKillAndSignalSessionExecRecord(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
-	done := make(chan ExecResult, 1)
-	go func() {
-		r, _ := e.Exec(context.Background(), ExecRequest{ID: "k1", SessionID: sid, Command: "echo go; sleep 100"})
-		done <- r
-	}()
+	done := goExec(e, sid, "k1", "echo go; sleep 100")
 	waitOutput(t, e, "k1", Stdout, "go\n")
 	if err := e.KillProcess("k1", unix.SIGINT, 0); err != nil { // INT = Ctrl-C, the session lives
 		t.Fatal(err)
@@ -89,10 +85,7 @@ func TestKillAndSignalSessionExecRecord(t *testing.T) {
 	if r := recvOrTimeout(t, done, 5*time.Second, "interrupted record"); code(r) != 130 {
 		t.Errorf("INT via KillProcess: code %d, want 130", code(r))
 	}
-	go func() {
-		r, _ := e.Exec(context.Background(), ExecRequest{ID: "k2", SessionID: sid, Command: "echo go; sleep 100"})
-		done <- r
-	}()
+	done = goExec(e, sid, "k2", "echo go; sleep 100")
 	waitOutput(t, e, "k2", Stdout, "go\n")
 	if err := e.KillProcess("k2", unix.SIGTERM, 100*time.Millisecond); err != nil {
 		t.Fatal(err)
