@@ -224,7 +224,10 @@ func TestSessionInterruptAbortsTheWholeCommand(t *testing.T) {
 nap() { sleep 100; echo nap-after; }
 outer() { spin; echo outer-after; }
 dbg() { :; }
-tidy() { trap 'echo tidy; trap - RETURN' RETURN; sleep 100; echo tidy-after; }`})
+tidy() { trap 'echo tidy; trap - RETURN' RETURN; sleep 100; echo tidy-after; }
+clean() { /bin/true && echo cleaned; }
+messy() { trap 'clean; sleep 0.01 && echo tidied; trap - RETURN' RETURN; echo go; nap; echo messy-after; }
+under() { messy; echo under-after; }`})
 	tests := []struct{ name, cmd, want string }{
 		{"loop in a function", "echo go; spin; echo after", "go\n"},
 		{"function in a function", "echo go; outer; echo after", "go\n"},
@@ -234,6 +237,9 @@ tidy() { trap 'echo tidy; trap - RETURN' RETURN; sleep 100; echo tidy-after; }`}
 		// Its RETURN trap runs (it is the function's cleanup), then the
 		// unwinding goes on.
 		{"function with a RETURN trap in a loop", "echo go; for i in 1 2 3; do tidy; echo after $i; done", "go\ntidy\n"},
+		// A cleanup that runs programs and functions runs whole, too (the
+		// unwinding once returned from it again, and the shell spun).
+		{"RETURN trap running programs", "under; echo after", "go\ncleaned\ntidied\n"},
 	}
 	states := []struct{ name, setup, want string }{
 		{"plain", "set +T; trap - DEBUG", "T=\n"},

@@ -35,8 +35,9 @@ import (
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
 //	__muxd_T  = ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
-//	ARM       = if D/n exists and set -T was off: __muxd_a=1 __muxd_n=1; set -T
-//	            trap '\builtin return 130 2>/dev/null || \builtin :' DEBUG
+//	ARM       = if D/n exists and set -T was off: __muxd_a=1 __muxd_n=1 __muxd_d=DEPTH; set -T
+//	            trap 'if DEPTH < __muxd_d: __muxd_d=DEPTH; \builtin return 130 2>/dev/null' DEBUG
+//	DEPTH     = how many functions and sourced files the shell is in
 //	__muxd_D  = __muxd_a=2; trap - DEBUG; set +T; __muxd_a=
 //	RUN(I)    = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e; done
 //	UNDO(I)   = for __muxd_i in 1; do { \builtin source D/c;} <I >|D/o 2>|D/e
@@ -188,12 +189,16 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // `return` leaves only the innermost function or sourced file, and its
 // caller would go on with its next command (a loop calling a function
 // would never end). So the trap also arms an unwinding: it turns
-// functrace on (set -T) and sets a DEBUG trap that returns before every
-// further command, so each function and sourced file the command is in
-// returns in turn. Where `return` fails (a user's RETURN trap, the
-// loop's own commands) the DEBUG trap does nothing. The loop disarms it
-// (disarmText) before the next command, in the `*)` branch (the trap
-// sets __muxd_n).
+// functrace on (set -T) and sets a DEBUG trap that returns before the
+// next command of each enclosing function and sourced file, so each
+// returns in turn. It returns only where the shell is shallower than
+// where it last returned (__muxd_d): inside the trap itself, in a RETURN
+// trap (which runs at the depth of its function) and in what a RETURN
+// trap calls, it does nothing, so a function's cleanup runs whole (a
+// `return` there would return from the same function again, which ran
+// its RETURN trap again: bash spun). At the loop's level `return` fails
+// and the DEBUG trap does nothing. The loop disarms it (disarmText)
+// before the next command, in the `*)` branch (the trap sets __muxd_n).
 //
 // Bash runs a pending trap before any command, also inside a trap, so a
 // second SIGINT may run this text again between any two of its commands,
@@ -210,8 +215,13 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // without set -T never runs for the user's commands (bash keeps it out
 // of sourced files); an interrupt clears it.
 const trapText = `[[ ${__muxd_a-} == 1 || -z ${__muxd_a-} && $- != *T* && -e $__muxd_N ]]&&` +
-	`{ __muxd_a=1 __muxd_n=1;\builtin set -T;\builtin trap '\builtin return 130 2>/dev/null||\builtin :' DEBUG;};` +
+	`{ __muxd_a=1 __muxd_n=1 __muxd_d=$((` + depthExpr + `));\builtin set -T;` +
+	`\builtin trap '((` + depthExpr + `<__muxd_d))&&{ __muxd_d=$((` + depthExpr + `));\builtin return 130 2>/dev/null||\builtin :;}||\builtin :' DEBUG;};` +
 	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
+
+// depthExpr is how deep the shell is in functions and sourced files
+// (0 at the top), for arithmetic, and with set -u too.
+const depthExpr = `${BASH_SOURCE[@]+${#BASH_SOURCE[@]}}+0`
 
 // disarmText ends the unwinding that trapText armed. If an interrupt
 // breaks out of it, __muxd_a stays set and the loop runs it again before
