@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -123,7 +124,19 @@ func killPid(pid int) {
 // as a prefix (completes before 10 s).
 func waitOutput(t testing.TB, e *Engine, id string, s Stream, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	if err := awaitStream(e, id, s, want, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitOutput is waitOutput on stdout for goroutines other than the
+// test's: it returns the failure.
+func awaitOutput(e *Engine, id, want string, within time.Duration) error {
+	return awaitStream(e, id, Stdout, want, within)
+}
+
+func awaitStream(e *Engine, id string, s Stream, want string, within time.Duration) error {
+	deadline := time.Now().Add(within)
 	var r *OutputReader
 	var err error
 	for time.Now().Before(deadline) { // the record may not exist yet
@@ -133,23 +146,24 @@ func waitOutput(t testing.TB, e *Engine, id string, s Stream, want string) {
 		time.Sleep(time.Millisecond)
 	}
 	if err != nil {
-		t.Fatalf("OpenOutput(%s): %v", id, err)
+		return fmt.Errorf("OpenOutput(%s): %w", id, err)
 	}
 	defer r.Close()
 	got := make([]byte, 0, len(want))
 	buf := make([]byte, 4096)
-	timer := time.AfterFunc(10*time.Second, func() { _ = r.Close() })
+	timer := time.AfterFunc(time.Until(deadline), func() { _ = r.Close() })
 	defer timer.Stop()
 	for len(got) < len(want) {
 		n, err := r.Read(buf)
 		got = append(got, buf[:n]...)
 		if err != nil {
-			t.Fatalf("waiting for %q on %s: got %q, %v", want, id, got, err)
+			return fmt.Errorf("waiting for %q on %s: got %q, %w", want, id, got, err)
 		}
 	}
 	if string(got[:len(want)]) != want {
-		t.Fatalf("output of %s = %q, want prefix %q", id, got, want)
+		return fmt.Errorf("output of %s = %q, want prefix %q", id, got, want)
 	}
+	return nil
 }
 
 // exec0 runs a tool for a test observation (ps); not a child of the engine.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,10 +53,12 @@ type session struct {
 
 	// sigMu serializes interrupt with setBusy (see interrupt).
 	sigMu sync.Mutex
+	late  lateInterrupt // the running command's interrupt follow-up; sigMu
 	// mu guards the fields below; never held across a kill or a write.
 	mu         sync.Mutex
 	busy       bool
 	busySince  uint64 // when the command began, in proc.Ticks
+	gen        uint64 // counts commands, so a follow-up knows its own
 	flagged    bool   // the interrupt flag file D/n exists (see wrapper.go)
 	jobControl bool   // the last marker's $- had m (set -m), or the command may turn it on
 	dead       bool
@@ -555,28 +558,112 @@ func (s *session) kill(reason string) {
 // SIGINT inside a loop throws bash out of the wrapper's loop for good,
 // so only the shell gets it (its trap runs once the job ends).
 // sigMu keeps setBusy out until both signals went, so a late interrupt
-// never reaches the next command's children.
+// never reaches the next command's children. A follow-up mends a race of
+// bash's (see recheckInterrupt).
 func (s *session) interrupt() {
 	s.sigMu.Lock()
 	defer s.sigMu.Unlock()
-	s.mu.Lock()
-	busy, jobControl, since := s.busy, s.jobControl, s.busySince
-	if busy && !s.flagged {
-		if f, err := os.OpenFile(s.path("n"), os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
-			_ = f.Close() // Best effort: empty, and the SIGINT still goes.
-			s.flagged = true
-		}
-	}
-	s.mu.Unlock()
+	busy, jobControl, since, gen := s.flagLocked()
 	if jobControl {
 		// The shell alone: a job it just forked may still be in its
 		// group, on its way to its own, and killing that throws too.
 		_ = s.child.Signal(unix.SIGINT) // Best effort: it may have ended.
 		return
 	}
+	var lastPID int
+	var at uint64
+	if busy {
+		lastPID, at = proc.LastPID(), proc.Ticks()
+	}
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
 	if busy {
 		s.child.SignalNewChildGroups(unix.SIGINT, since)
+		s.followUpLocked(gen, lastPID, at)
+	}
+}
+
+// flagLocked creates the interrupt flag file D/n if a command runs (see
+// wrapper.go), and returns what interrupt needs to know of the session:
+// whether a command runs, with job control on, since when, and which.
+// The caller holds sigMu.
+func (s *session) flagLocked() (busy, jobControl bool, since, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy && !s.flagged {
+		_ = os.Remove(s.path("n.t")) // Best effort: an earlier trap's acknowledgement.
+		if f, err := os.OpenFile(s.path("n"), os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+			_ = f.Close() // Best effort: empty, and the SIGINT still goes.
+			s.flagged = true
+		}
+	}
+	return s.busy, s.jobControl, s.busySince, s.gen
+}
+
+// lateRounds are when, after an interrupt, recheckInterrupt looks for
+// children that missed it: soon, and again in case the shell was slow to
+// fork.
+var lateRounds = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond, time.Second, 2 * time.Second}
+
+// lateInterrupt is the follow-up of the running command's interrupt.
+type lateInterrupt struct {
+	gen     uint64       // the command's
+	lastPID int          // proc.LastPID just before the SIGINT went
+	at      uint64       // and proc.Ticks
+	round   int          // index into lateRounds
+	timer   *time.Timer  // the next round
+	sent    map[int]bool // the pids the follow-up signalled
+	zombies []int        // the shell's unreaped children at the last round
+}
+
+// followUpLocked (re)starts the rounds of recheckInterrupt after an
+// interrupt of command gen; the caller holds sigMu.
+func (s *session) followUpLocked(gen uint64, lastPID int, at uint64) {
+	l := &s.late
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if l.gen != gen || l.sent == nil {
+		*l = lateInterrupt{gen: gen, sent: map[int]bool{}}
+	}
+	l.lastPID, l.at, l.round = lastPID, at, 0
+	l.timer = time.AfterFunc(lateRounds[0], func() { s.recheckInterrupt(gen) })
+}
+
+// recheckInterrupt mends a race of bash's. Bash blocks signals while it
+// forks, so a SIGINT to the group in that window reaches the shell but not
+// the child it is forking, and the shell runs its trap only once that
+// child ends (`sleep 100`: 100 s). So while the command runs on, and
+// the trap has not acknowledged the interrupt (it creates D/n.t), what
+// the shell forked after the SIGINT went gets one of its own, as if the
+// SIGINT had come a moment later. Nothing older gets a second: a program
+// that takes its time over a Ctrl-C is left to it.
+func (s *session) recheckInterrupt(gen uint64) {
+	s.sigMu.Lock()
+	defer s.sigMu.Unlock()
+	s.mu.Lock()
+	current := s.busy && s.gen == gen && !s.jobControl
+	s.mu.Unlock()
+	l := &s.late
+	if !current || l.gen != gen {
+		return
+	}
+	if _, err := os.Stat(s.path("n.t")); err == nil {
+		return // the trap ran: the shell is on its way out
+	}
+	s.child.SignalLateChildren(unix.SIGINT, l.lastPID, l.at, l.sent)
+	// Bash can also livelock on the SIGINT: its handler raises it again,
+	// forever, and the child it was waiting for stays a zombie. A zombie
+	// the shell leaves unreaped from one late round to the next (750 ms
+	// or more: bash reaps in its SIGCHLD handler) and an unacknowledged
+	// interrupt mean that: the shell ends, so the command does not hang.
+	zombies := s.child.ZombieChildren()
+	if l.round >= 3 && slices.ContainsFunc(zombies, func(z int) bool { return slices.Contains(l.zombies, z) }) {
+		go s.kill("the shell stopped responding after an interrupt (a bash livelock on SIGINT)")
+		return
+	}
+	l.zombies = zombies
+	if l.round++; l.round < len(lateRounds) {
+		l.timer = time.AfterFunc(lateRounds[l.round]-lateRounds[l.round-1], func() { s.recheckInterrupt(gen) })
 	}
 }
 
@@ -623,13 +710,21 @@ func (s *session) setBusy(b bool) {
 	}
 	s.sigMu.Lock()
 	defer s.sigMu.Unlock()
+	if !b && s.late.timer != nil {
+		s.late.timer.Stop()
+		s.late = lateInterrupt{}
+	}
 	s.mu.Lock()
 	s.busy = b
 	s.busySince = since
+	if b {
+		s.gen++
+	}
 	if !b && s.flagged {
 		// The command is over: a SIGINT still on its way to the shell
 		// must not count for the next one.
-		_ = os.Remove(s.path("n")) // Best effort: the dir may be gone.
+		_ = os.Remove(s.path("n"))   // Best effort: the dir may be gone.
+		_ = os.Remove(s.path("n.t")) // Best effort: as above.
 		s.flagged = false
 	}
 	s.mu.Unlock()

@@ -33,8 +33,9 @@ import (
 //
 //	BRANCHES  = '') RUN(/dev/null);; i) RUN(D/i);; o) UNDO(/dev/null);; io) UNDO(D/i);;
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
-//	__muxd_T  = ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
+//	__muxd_T  = ACK; ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
+//	ACK       = if D/n exists: create D/n.t
 //	ARM       = if D/n exists and set -T was off: __muxd_a=1 __muxd_n=1 __muxd_d=DEPTH; set -T
 //	            trap 'if DEPTH < __muxd_d: __muxd_d=DEPTH; \builtin return 130 2>/dev/null' DEBUG
 //	DEPTH     = how many functions and sourced files the shell is in
@@ -186,6 +187,9 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // string stays short, and bash's `trap` costs more per byte of it than
 // the rest of the loop does.
 //
+// It first acknowledges an interrupt from muxd (D/n.t): Go then knows
+// the shell has it (see session.recheckInterrupt).
+//
 // `return` leaves only the innermost function or sourced file, and its
 // caller would go on with its next command (a loop calling a function
 // would never end). So the trap also arms an unwinding: it turns
@@ -214,7 +218,8 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // function or sourced file only. A DEBUG trap set
 // without set -T never runs for the user's commands (bash keeps it out
 // of sourced files); an interrupt clears it.
-const trapText = `[[ ${__muxd_a-} == 1 || -z ${__muxd_a-} && $- != *T* && -e $__muxd_N ]]&&` +
+const trapText = `[[ ! -e $__muxd_N ]]||\builtin : 2>/dev/null >|"$__muxd_N.t"||\builtin :;` +
+	`[[ ${__muxd_a-} == 1 || -z ${__muxd_a-} && $- != *T* && -e $__muxd_N ]]&&` +
 	`{ __muxd_a=1 __muxd_n=1 __muxd_d=$((` + depthExpr + `));\builtin set -T;` +
 	`\builtin trap '((` + depthExpr + `<__muxd_d))&&{ __muxd_d=$((` + depthExpr + `));\builtin return 130 2>/dev/null||\builtin :;}||\builtin :' DEBUG;};` +
 	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`

@@ -79,3 +79,87 @@ func ignores(pid int, sig syscall.Signal) bool {
 	}
 	return mask&(1<<(uint(sig)-1)) != 0
 }
+
+// LastPID is the pid the kernel handed out last in muxd's pid namespace
+// (the last field of /proc/loadavg), or 0 when it cannot tell. Read just
+// before a signal to a process group, it tells the processes forked after
+// the signal went (see [Process.SignalLateChildren]).
+func LastPID() int {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 5 {
+		return 0
+	}
+	pid, err := strconv.Atoi(string(f[4]))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// SignalLateChildren sends sig to what the child forked after a signal
+// to its process group went, and so never got it: its own children with
+// a pid above lastPID (see [LastPID]) started at or after since (see
+// [Ticks]; the two together rule out a pid that wrapped around), and
+// their descendants started after the signal too. Each process gets sig
+// on its own, once: pids in sent are skipped, and the ones signalled are
+// added. It returns how many it signalled.
+//
+// This mends a race of a shell that traps the signal: bash blocks
+// signals while it forks, so a SIGINT to its group in that window reaches
+// the shell but not the child it is forking, and the shell runs its trap
+// only once that child ends by itself.
+func (p *Process) SignalLateChildren(sig syscall.Signal, lastPID int, since uint64, sent map[int]bool) int {
+	if p.Exited() || sig <= 0 || sig > 64 || lastPID <= 0 || since == 0 {
+		return 0
+	}
+	late := map[int]procStat{}
+	for _, st := range snapshot() {
+		if st.pid > lastPID && st.start+1 >= since && st.state != 'Z' && st.pid != p.Pid {
+			late[st.pid] = st
+		}
+	}
+	// The late children and, through late parents, what they started.
+	reached := map[int]bool{}
+	for range len(late) + 1 { // bounded: each pass adds a level or ends
+		grew := false
+		for pid, st := range late {
+			if !reached[pid] && (st.ppid == p.Pid || reached[st.ppid]) {
+				reached[pid] = true
+				grew = true
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+	n := 0
+	for pid := range reached {
+		if sent[pid] {
+			continue
+		}
+		sent[pid] = true
+		if unix.Kill(pid, sig) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ZombieChildren lists the child's own children that ended and that it
+// has not reaped yet.
+func (p *Process) ZombieChildren() []int {
+	if p.Exited() {
+		return nil
+	}
+	var out []int
+	for _, st := range snapshot() {
+		if st.ppid == p.Pid && st.state == 'Z' {
+			out = append(out, st.pid)
+		}
+	}
+	return out
+}

@@ -101,6 +101,67 @@ func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
 	}
 }
 
+func TestSignalLateChildrenReachesOnlyWhatWasForkedAfterTheMark(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := Env(os.Environ(), map[string]*string{"PROC_TEST_HELPER": ptr("catch-int"), "SELF": &self})
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	defer inW.Close()
+	defer outR.Close()
+	// An older child that catches SIGINT (one would end it), then (once
+	// told) a foreground bash with a child of its own: the late ones.
+	script := `"$SELF" & echo $!; read -r _; bash -c 'sleep 60; echo never'; echo "rc=$?"`
+	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", script}, Env: env, Stdin: inR, Stdout: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.KillTree(unix.SIGKILL, 0) })
+	inR.Close()
+	outW.Close()
+	_ = outR.SetReadDeadline(time.Now().Add(20 * time.Second))
+	sc := bufio.NewScanner(outR)
+	if !sc.Scan() {
+		t.Fatalf("no pid: %v", sc.Err())
+	}
+	old, _ := strconv.Atoi(sc.Text())
+	pollUntil(t, "the old child catching SIGINT", func() bool { return alive(old) && !ignores(old, syscall.SIGINT) })
+
+	lastPID, since := LastPID(), Ticks()
+	if lastPID < old {
+		t.Fatalf("LastPID() = %d, below a pid handed out before: %d", lastPID, old)
+	}
+	if _, err := inW.WriteString("go\n"); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the late bash and its sleep", func() bool {
+		for _, st := range snapshot() {
+			if c, ok := readStat(st.ppid); ok && c.ppid == p.Pid && c.pid != old && st.state != 'Z' {
+				return true
+			}
+		}
+		return false
+	})
+	sent := map[int]bool{}
+	if n := p.SignalLateChildren(syscall.SIGINT, lastPID, since, sent); n != 2 {
+		t.Errorf("signalled %d processes, want 2 (the late bash and its sleep)", n)
+	}
+	if n := p.SignalLateChildren(syscall.SIGINT, lastPID, since, sent); n != 0 {
+		t.Errorf("a second call signalled %d processes again", n)
+	}
+	if !sc.Scan() || sc.Text() != "rc=130" {
+		t.Fatalf("after the late children got SIGINT: %q %v, want rc=130", sc.Text(), sc.Err())
+	}
+	if !alive(old) {
+		t.Errorf("the older child got SIGINT too")
+	}
+	if n := p.SignalLateChildren(syscall.SIGINT, 0, since, map[int]bool{}); n != 0 {
+		t.Errorf("with no mark: signalled %d", n)
+	}
+}
+
 func TestTicksIsAProcessStartTime(t *testing.T) {
 	before := Ticks()
 	p := bash(t, "sleep 5", nil)
