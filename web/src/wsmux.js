@@ -356,6 +356,7 @@ export class Client extends Emitter {
     this.hbTimer = null;
     this.waiters = [];
     this.lastError = null;
+    this.dialing = false; // a dial is under way: resolving the URL or in its handshake
   }
 
   /** start connects (and keeps reconnecting until close()). */
@@ -369,6 +370,7 @@ export class Client extends Emitter {
   /** close stops reconnecting and closes the socket. */
   close() {
     this.stopped = true;
+    this.dialing = false;
     clearTimeout(this.timer);
     clearInterval(this.hbTimer);
     const conn = this.conn;
@@ -387,7 +389,9 @@ export class Client extends Emitter {
 
   /** reconnectNow skips the backoff wait (e.g. when the tab becomes visible). */
   reconnectNow() {
-    if (this.stopped || this.state === 'open' || this.state === 'connecting') return;
+    // A dial under way is left to finish: a second one would supersede
+    // its socket, which then stayed open, unused, on both ends.
+    if (this.stopped || this.state === 'open' || this.dialing) return;
     clearTimeout(this.timer);
     this.#dial();
   }
@@ -502,6 +506,7 @@ export class Client extends Emitter {
 
   async #dial() {
     if (this.stopped) return;
+    this.dialing = true;
     this.#setState(this.attempt === 0 && !this.boot ? 'connecting' : 'reconnecting');
     let url;
     try {
@@ -540,6 +545,7 @@ export class Client extends Emitter {
   onHello(conn) {
     if (conn !== this.conn) return;
     const hello = conn.hello ?? {};
+    this.dialing = false;
     const bootChanged = this.boot !== null && hello.boot !== this.boot;
     const first = this.boot === null;
     this.boot = hello.boot;
@@ -587,6 +593,7 @@ export class Client extends Emitter {
   }
 
   #retry() {
+    this.dialing = false;
     if (this.stopped || !this.opts.reconnect) {
       this.stopped = true;
       this.#setState('closed');

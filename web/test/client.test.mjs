@@ -214,6 +214,32 @@ describe('wsmux client against muxd', () => {
     }
   });
 
+  test('reconnectNow while a dial is under way opens no second socket', async () => {
+    const made = [];
+    class Counting extends WebSocket {
+      constructor(...args) {
+        super(...args);
+        made.push(this);
+      }
+    }
+    // A long backoff: only reconnectNow dials again.
+    const c = await connect(d, { WebSocket: Counting, backoffMs: [60000, 60000] });
+    try {
+      const lost = new Promise((r) => c.on('lost', r));
+      c.drop();
+      await withTimeout(lost, 5000, 'drop noticed');
+      const rehello = new Promise((r) => c.on('hello', r));
+      c.reconnectNow();
+      c.reconnectNow(); // the dial above is still in its handshake
+      await withTimeout(rehello, 5000, 'reconnect');
+      c.reconnectNow(); // open: nothing to do
+      assert.equal(made.length, 2, `sockets made: ${made.length}, want the first and one redial`);
+      assert.equal(made[1].readyState, WebSocket.OPEN);
+    } finally {
+      c.close();
+    }
+  });
+
   test('checkAlive keeps a live socket and the heartbeat is cleared on close', async () => {
     const c = await connect(d, { heartbeatMs: 50 });
     const lost = [];
