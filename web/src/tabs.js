@@ -23,6 +23,8 @@ export class Tabs {
     this.tabs = []; // {key, kind, view, tab, pane}
     this.active = null;
     this.counter = 0;
+    this.firstPending = false; // see sync
+    this.bootPending = false;
     client.on('notify', (method, p) => {
       if (method === 'terminal.created' && !this.#find(`t:${p.id}`)) {
         this.#fetchTerminal(p.id);
@@ -36,12 +38,18 @@ export class Tabs {
    * gone), it opens a terminal when none is live.
    */
   async sync({ first, bootChanged }) {
+    // What a handshake said holds until a sync gets through: the next
+    // handshake no longer says the daemon restarted.
+    this.firstPending ||= first;
+    this.bootPending ||= bootChanged;
     let list = [];
     try {
       ({ terminals: list = [] } = await this.client.call('terminal.list', {}, { timeoutMs: SHORT_MS }));
     } catch {
       return; // disconnected again
     }
+    ({ firstPending: first, bootPending: bootChanged } = this);
+    this.firstPending = this.bootPending = false;
     for (const t of list) {
       if (!this.#find(`t:${t.id}`) && !t.exited) this.#addTerminal(t, false);
     }
