@@ -72,10 +72,11 @@
 // for it, and the wrapper skips the command with 130. Nor is one that
 // comes while bash forks: bash blocks signals then, so the child it is
 // forking misses the SIGINT and the shell would wait for it; until the
-// trap acknowledges the interrupt, what the shell forked after it went
-// gets a SIGINT of its own. And a shell that livelocks on the SIGINT
-// (bash's handler raising it again forever; the child it waited for left
-// a zombie) is ended, with that reason, rather than hang the command. A
+// trap acknowledges the interrupt, what the shell forked right after it
+// went gets a SIGINT of its own. And a shell that livelocks on the SIGINT
+// (bash's handler raising it again forever, spinning; the child it
+// waited for left a zombie) is ended, with that reason, rather than hang
+// the command. A
 // function's RETURN trap (its cleanup) runs whole on the way out.
 //
 // # Output logs

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/muxd/muxd/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,8 +19,8 @@ import (
 // window reaches the shell but not the child it is forking, and the
 // shell, its trap pending, waits for the child (here sleep 100). The
 // window is microseconds wide and cannot be hit on purpose, so the test
-// makes that state: the mark taken before the fork, then a SIGINT to the
-// shell alone.
+// makes that state: a mark as if taken just before sleep's fork, then a
+// SIGINT to the shell alone.
 func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
@@ -28,9 +29,10 @@ func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lastPID, at := proc.LastPID(), proc.Ticks()
 	done := goExec(e, sid, "late", "echo go; sleep 100; echo after")
 	waitOutput(t, e, "late", Stdout, "go\n")
+	sleepPID := waitChild(t, s.child.Pid, "sleep")
+	mark := lateMark{lastPID: sleepPID - 1, at: startTicks(t, sleepPID)}
 
 	s.sigMu.Lock()
 	busy, _, _, gen := s.flagLocked()
@@ -42,7 +44,7 @@ func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 		s.sigMu.Unlock()
 		t.Fatal(err)
 	}
-	s.followUpLocked(gen, lastPID, at)
+	s.followUpLocked(gen, mark)
 	s.sigMu.Unlock()
 
 	r := recvOrTimeout(t, done, 10*time.Second, "the command whose child missed the SIGINT")
@@ -67,9 +69,10 @@ func TestInterruptFollowUpSparesCleanupAfterTheTrap(t *testing.T) {
 	}
 }
 
-// A shell that does not take the interrupt and leaves the child it killed
-// unreaped (bash can livelock so on SIGINT; here it is stopped) is ended:
-// the command does not hang, and the session says why it died.
+// A shell that spins without taking the interrupt and leaves the child
+// it killed unreaped (bash can livelock so on SIGINT; here perl, which
+// the session's shell exec'd, stands in) is ended: the command does not
+// hang, and the session says why it died.
 func TestInterruptEndsAShellThatNeverTakesIt(t *testing.T) {
 	e := newTestEngine(t, func(c *Config) { c.KillGrace = 100 * time.Millisecond })
 	sid := newSession(t, e, SessionOptions{})
@@ -77,19 +80,38 @@ func TestInterruptEndsAShellThatNeverTakesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := goExec(e, sid, "stuck", "echo go; sleep 100")
+	done := goExec(e, sid, "stuck", `echo go; exec perl -e '$SIG{INT} = "IGNORE"; if (!fork) { $SIG{INT} = "DEFAULT"; exec "sleep", "100" } 1 while 1'`)
 	waitOutput(t, e, "stuck", Stdout, "go\n")
-	// The shell waits for sleep once it has a child (which then execs).
-	deadline := time.Now().Add(10 * time.Second)
-	for !hasChild(s.child.Pid, "sleep") {
-		if time.Now().After(deadline) {
-			t.Fatal("the shell never started sleep")
-		}
-		time.Sleep(time.Millisecond)
+	waitChild(t, s.child.Pid, "sleep")
+	if err := e.InterruptSession(sid); err != nil {
+		t.Fatal(err)
 	}
+	r := recvOrTimeout(t, done, 10*time.Second, "the command of a shell that never took the interrupt")
+	if code(r) == 0 || r.Signal == "" {
+		t.Errorf("result: code %d, signal %q; want the shell's death by a signal", code(r), r.Signal)
+	}
+	if info := s.info(); info.Alive || !strings.Contains(info.DeadReason, "livelock") {
+		t.Errorf("session: alive %v, reason %q", info.Alive, info.DeadReason)
+	}
+}
+
+// A stopped shell (a debugger, a frozen cgroup) burns no CPU: its
+// unreaped child does not make it a livelock. Once it goes on, it takes
+// the interrupt.
+func TestInterruptLeavesAStoppedShellAlone(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	s, err := e.session(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := goExec(e, sid, "stopped", "echo go; sleep 100")
+	waitOutput(t, e, "stopped", Stdout, "go\n")
+	waitChild(t, s.child.Pid, "sleep")
 	if err := s.child.Signal(unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	for procState(s.child.Pid) != "T" { // stopped before the SIGINT, or it may reap sleep
 		if time.Now().After(deadline) {
 			t.Fatal("the shell never stopped")
@@ -99,40 +121,16 @@ func TestInterruptEndsAShellThatNeverTakesIt(t *testing.T) {
 	if err := e.InterruptSession(sid); err != nil {
 		t.Fatal(err)
 	}
-	r := recvOrTimeout(t, done, 10*time.Second, "the command of a shell that never took the interrupt")
-	if code(r) == 0 || r.Signal == "" {
-		t.Errorf("result: code %d, signal %q; want the shell's death by a signal", code(r), r.Signal)
+	time.Sleep(lateRounds[len(lateRounds)-1] + 200*time.Millisecond) // every round has looked
+	if !s.info().Alive {
+		t.Fatalf("a stopped shell was ended: %s", s.info().DeadReason)
 	}
-	if info := s.info(); info.Alive || !strings.Contains(info.DeadReason, "interrupt") {
-		t.Errorf("session: alive %v, reason %q", info.Alive, info.DeadReason)
+	if err := s.child.Signal(unix.SIGCONT); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// hasChild reports whether pid has a child running the program name.
-func hasChild(pid int, name string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return false
+	if r := recvOrTimeout(t, done, 10*time.Second, "the interrupted command"); code(r) != 130 {
+		t.Errorf("code %d, want 130", code(r))
 	}
-	for _, f := range strings.Fields(string(b)) {
-		if comm, err := os.ReadFile("/proc/" + f + "/comm"); err == nil && strings.TrimSpace(string(comm)) == name {
-			return true
-		}
-	}
-	return false
-}
-
-// procState is the state letter of pid in /proc ("" if gone).
-func procState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return ""
-	}
-	return string(b[i+2])
 }
 
 // Interrupts at random moments of commands that start a long program, in
@@ -146,6 +144,7 @@ func TestInterruptSoakEveryInterruptEndsTheCommand(t *testing.T) {
 	const sessions, rounds = 4, 150
 	e := newTestEngine(t)
 	var wg sync.WaitGroup
+	var livelocks atomic.Int32
 	for w := range sessions {
 		sid := newSession(t, e, SessionOptions{})
 		wg.Add(1)
@@ -176,6 +175,7 @@ func TestInterruptSoakEveryInterruptEndsTheCommand(t *testing.T) {
 							return
 						}
 						t.Logf("%s: %s; going on in a new session", id, info.DeadReason)
+						livelocks.Add(1)
 						info, err := e.CreateSession(context.Background(), SessionOptions{})
 						if err != nil {
 							t.Error(err)
@@ -194,4 +194,102 @@ func TestInterruptSoakEveryInterruptEndsTheCommand(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Seen about once in 2,000 interrupts under load: more means the
+	// detector takes live shells for livelocked ones.
+	if n := livelocks.Load(); n > 2 {
+		t.Errorf("%d of %d sessions ended as livelocked", n, sessions*rounds)
+	}
+}
+
+// waitChild waits until pid has a child running the program name, and
+// returns the child's pid.
+func waitChild(t *testing.T, pid int, name string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		for _, f := range strings.Fields(string(b)) {
+			if comm, err := os.ReadFile("/proc/" + f + "/comm"); err == nil && strings.TrimSpace(string(comm)) == name {
+				c, _ := strconv.Atoi(f)
+				return c
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("process %d never started %s", pid, name)
+	return 0
+}
+
+// procStatFields are the fields of /proc/<pid>/stat after the command
+// name, from the state (field 3) on; nil if pid is gone.
+func procStatFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return nil
+	}
+	return strings.Fields(string(b[i+2:]))
+}
+
+// startTicks is pid's start time in /proc (clock ticks after boot).
+func startTicks(t *testing.T, pid int) uint64 {
+	t.Helper()
+	f := procStatFields(pid)
+	if len(f) < 20 {
+		t.Fatalf("no start time for %d", pid)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start
+}
+
+// procState is the state letter of pid in /proc ("" if gone).
+func procState(pid int) string {
+	if f := procStatFields(pid); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// A second interrupt that lands in a RETURN-trap cleanup ends what the
+// cleanup runs, and the unwinding goes on from where it was: the cleanup
+// does not start over.
+func TestSecondInterruptInACleanupDoesNotRestartIt(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: `g() { echo g-start; sleep 100; echo g-end; }
+f() { trap 'g; trap - RETURN' RETURN; echo go; sleep 100; }`})
+	done := goExec(e, sid, "twice", "f; echo after")
+	waitOutput(t, e, "twice", Stdout, "go\n")
+	if err := e.InterruptSession(sid); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, e, "twice", Stdout, "go\ng-start\n")
+	if err := e.InterruptSession(sid); err != nil {
+		t.Fatal(err)
+	}
+	r := recvOrTimeout(t, done, 10*time.Second, "the twice-interrupted command")
+	if code(r) != 130 || string(r.Stdout) != "go\ng-start\n" {
+		t.Errorf("code %d, stdout %q; want 130 and the cleanup started once", code(r), r.Stdout)
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: `trap -p DEBUG; echo "T=${-//[^T]/}"`}); string(r.Stdout) != "T=\n" {
+		t.Errorf("after: %q", r.Stdout)
+	}
+}
+
+// A command's own INT trap takes the interrupt instead of muxd's, so it
+// never acknowledges it; what that trap starts once the program it
+// interrupted ended is not taken for a late child.
+func TestInterruptLeavesAUserINTTrapsProgramsAlone(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	r := interruptAtGo(t, e, sid, "own", `trap 'echo trapped; sleep 0.3 && echo cleaned' INT; echo go; sleep 100; echo after`)
+	if want := "go\ntrapped\ncleaned\nafter\n"; string(r.Stdout) != want {
+		t.Errorf("stdout %q, want %q (code %d)", r.Stdout, want, code(r))
+	}
 }

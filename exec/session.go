@@ -570,15 +570,14 @@ func (s *session) interrupt() {
 		_ = s.child.Signal(unix.SIGINT) // Best effort: it may have ended.
 		return
 	}
-	var lastPID int
-	var at uint64
+	var mark lateMark
 	if busy {
-		lastPID, at = proc.LastPID(), proc.Ticks()
+		mark = lateMark{children: s.child.Children(), lastPID: proc.LastPID(), at: proc.Ticks()}
 	}
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
 	if busy {
 		s.child.SignalNewChildGroups(unix.SIGINT, since)
-		s.followUpLocked(gen, lastPID, at)
+		s.followUpLocked(gen, mark)
 	}
 }
 
@@ -589,8 +588,12 @@ func (s *session) interrupt() {
 func (s *session) flagLocked() (busy, jobControl bool, since, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.busy {
+		// The trap acknowledges each SIGINT it takes: an earlier one's
+		// acknowledgement must not pass for this one's.
+		_ = os.Remove(s.path("n.t")) // Best effort: it may not exist.
+	}
 	if s.busy && !s.flagged {
-		_ = os.Remove(s.path("n.t")) // Best effort: an earlier trap's acknowledgement.
 		if f, err := os.OpenFile(s.path("n"), os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
 			_ = f.Close() // Best effort: empty, and the SIGINT still goes.
 			s.flagged = true
@@ -604,67 +607,111 @@ func (s *session) flagLocked() (busy, jobControl bool, since, gen uint64) {
 // fork.
 var lateRounds = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond, time.Second, 2 * time.Second}
 
+// lateMark is what interrupt noted just before its SIGINT went.
+type lateMark struct {
+	children []int  // the shell's children then
+	lastPID  int    // proc.LastPID
+	at       uint64 // proc.Ticks
+}
+
 // lateInterrupt is the follow-up of the running command's interrupt.
 type lateInterrupt struct {
-	gen     uint64       // the command's
-	lastPID int          // proc.LastPID just before the SIGINT went
-	at      uint64       // and proc.Ticks
+	gen     uint64 // the command's
+	seq     int    // the chain of rounds: a restart makes a new one
+	mark    lateMark
 	round   int          // index into lateRounds
 	timer   *time.Timer  // the next round
 	sent    map[int]bool // the pids the follow-up signalled
 	zombies []int        // the shell's unreaped children at the last round
+	cpu     uint64       // and the CPU ticks it had used
 }
 
 // followUpLocked (re)starts the rounds of recheckInterrupt after an
 // interrupt of command gen; the caller holds sigMu.
-func (s *session) followUpLocked(gen uint64, lastPID int, at uint64) {
+func (s *session) followUpLocked(gen uint64, mark lateMark) {
 	l := &s.late
 	if l.timer != nil {
-		l.timer.Stop()
+		l.timer.Stop() // a round already waiting for sigMu sees the new seq
 	}
 	if l.gen != gen || l.sent == nil {
-		*l = lateInterrupt{gen: gen, sent: map[int]bool{}}
+		*l = lateInterrupt{gen: gen, seq: l.seq, sent: map[int]bool{}}
 	}
-	l.lastPID, l.at, l.round = lastPID, at, 0
-	l.timer = time.AfterFunc(lateRounds[0], func() { s.recheckInterrupt(gen) })
+	l.seq++
+	l.mark, l.round, l.zombies, l.cpu = mark, 0, nil, 0
+	seq := l.seq
+	l.timer = time.AfterFunc(lateRounds[0], func() { s.recheckInterrupt(gen, seq) })
 }
 
 // recheckInterrupt mends a race of bash's. Bash blocks signals while it
 // forks, so a SIGINT to the group in that window reaches the shell but not
 // the child it is forking, and the shell runs its trap only once that
-// child ends (`sleep 100`: 100 s). So while the command runs on, and
-// the trap has not acknowledged the interrupt (it creates D/n.t), what
-// the shell forked after the SIGINT went gets one of its own, as if the
-// SIGINT had come a moment later. Nothing older gets a second: a program
-// that takes its time over a Ctrl-C is left to it.
-func (s *session) recheckInterrupt(gen uint64) {
+// child ends (`sleep 100`: 100 s). So while the command runs on, and the
+// trap has not acknowledged the interrupt (it creates D/n.t), what the
+// shell forked right after the SIGINT went gets one of its own, as if it
+// had come a moment later. Nothing older gets a second: a program that
+// takes its time over a Ctrl-C is left to it. And once the shell reaped
+// a child it had when the SIGINT went, it was waiting, not forking: what
+// it forks then is a trap's doing (the user's own INT trap, which does not
+// acknowledge), and is left alone.
+func (s *session) recheckInterrupt(gen uint64, seq int) {
 	s.sigMu.Lock()
 	defer s.sigMu.Unlock()
 	s.mu.Lock()
 	current := s.busy && s.gen == gen && !s.jobControl
 	s.mu.Unlock()
 	l := &s.late
-	if !current || l.gen != gen {
+	if !current || l.gen != gen || l.seq != seq {
 		return
 	}
+	// Look first, then check the acknowledgement: what the shell forks
+	// after it acknowledged (a RETURN-trap cleanup) must not be taken for
+	// late.
+	children := s.child.Children()
+	var late []int
+	if !reapedAny(l.mark.children, children) {
+		late = s.child.LateChildren(l.mark.lastPID, l.mark.at)
+	}
+	zombies := s.child.ZombieChildren()
+	cpu := s.child.CPUTicks()
 	if _, err := os.Stat(s.path("n.t")); err == nil {
 		return // the trap ran: the shell is on its way out
 	}
-	s.child.SignalLateChildren(unix.SIGINT, l.lastPID, l.at, l.sent)
+	for _, pid := range late {
+		if !l.sent[pid] {
+			l.sent[pid] = true
+			_ = unix.Kill(pid, unix.SIGINT) // Best effort: it may have ended.
+		}
+	}
 	// Bash can also livelock on the SIGINT: its handler raises it again,
 	// forever, and the child it was waiting for stays a zombie. A zombie
 	// the shell leaves unreaped from one late round to the next (750 ms
-	// or more: bash reaps in its SIGCHLD handler) and an unacknowledged
-	// interrupt mean that: the shell ends, so the command does not hang.
-	zombies := s.child.ZombieChildren()
-	if l.round >= 3 && slices.ContainsFunc(zombies, func(z int) bool { return slices.Contains(l.zombies, z) }) {
-		go s.kill("the shell stopped responding after an interrupt (a bash livelock on SIGINT)")
+	// or more: bash reaps in its SIGCHLD handler) while it burns CPU, and
+	// no acknowledgement, mean that: the shell ends, so the command does
+	// not hang. (A stopped or frozen shell burns none.)
+	if l.round >= 3 && cpu >= l.cpu+livelockTicks &&
+		slices.ContainsFunc(zombies, func(z int) bool { return slices.Contains(l.zombies, z) }) {
+		s.kill("the shell stopped responding after an interrupt (a bash livelock on SIGINT)")
 		return
 	}
-	l.zombies = zombies
+	l.zombies, l.cpu = zombies, cpu
 	if l.round++; l.round < len(lateRounds) {
-		l.timer = time.AfterFunc(lateRounds[l.round]-lateRounds[l.round-1], func() { s.recheckInterrupt(gen) })
+		l.timer = time.AfterFunc(lateRounds[l.round]-lateRounds[l.round-1], func() { s.recheckInterrupt(gen, seq) })
 	}
+}
+
+// livelockTicks is the least CPU time (10 ms ticks) a livelocked shell
+// burns between two late rounds 750 ms apart: it spins, and even on a
+// busy machine gets more than an eighth of a CPU.
+const livelockTicks = 10
+
+// reapedAny reports whether a pid of before is missing from now.
+func reapedAny(before, now []int) bool {
+	for _, pid := range before {
+		if !slices.Contains(now, pid) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *session) info() SessionInfo {

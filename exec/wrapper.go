@@ -36,7 +36,8 @@ import (
 //	__muxd_T  = ACK; ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
 //	ACK       = if D/n exists: create D/n.t
-//	ARM       = if D/n exists and set -T was off: __muxd_a=1 __muxd_n=1 __muxd_d=DEPTH; set -T
+//	ARM       = if armed, or D/n exists and set -T was off:
+//	            __muxd_d=DEPTH (armed: the least of it and __muxd_d) __muxd_a=1 __muxd_n=1; set -T
 //	            trap 'if DEPTH < __muxd_d: __muxd_d=DEPTH; \builtin return 130 2>/dev/null' DEBUG
 //	DEPTH     = how many functions and sourced files the shell is in
 //	__muxd_D  = __muxd_a=2; trap - DEBUG; set +T; __muxd_a=
@@ -206,7 +207,9 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 //
 // Bash runs a pending trap before any command, also inside a trap, so a
 // second SIGINT may run this text again between any two of its commands,
-// and its `return` may abandon the first run. So arming is idempotent,
+// and its `return` may abandon the first run. So arming is idempotent
+// (an interrupt in a RETURN trap's cleanup keeps the depth the unwinding
+// reached, or the DEBUG trap would return inside the RETURN trap),
 // its decision and its mark are single commands, and it saves nothing:
 // __muxd_a is 1 while armed (or arming) and 2 while disarming, when
 // arming again is not allowed.
@@ -220,7 +223,7 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // of sourced files); an interrupt clears it.
 const trapText = `[[ ! -e $__muxd_N ]]||\builtin : 2>/dev/null >|"$__muxd_N.t"||\builtin :;` +
 	`[[ ${__muxd_a-} == 1 || -z ${__muxd_a-} && $- != *T* && -e $__muxd_N ]]&&` +
-	`{ __muxd_a=1 __muxd_n=1 __muxd_d=$((` + depthExpr + `));\builtin set -T;` +
+	`{ __muxd_d=$((${__muxd_a:-0}==1&&${__muxd_d:-0}<` + depthExpr + `?${__muxd_d:-0}:` + depthExpr + `)) __muxd_a=1 __muxd_n=1;\builtin set -T;` +
 	`\builtin trap '((` + depthExpr + `<__muxd_d))&&{ __muxd_d=$((` + depthExpr + `));\builtin return 130 2>/dev/null||\builtin :;}||\builtin :' DEBUG;};` +
 	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
 

@@ -100,21 +100,55 @@ func LastPID() int {
 	return pid
 }
 
-// SignalLateChildren sends sig to what the child forked after a signal
-// to its process group went, and so never got it: its own children with
-// a pid above lastPID (see [LastPID]) started at or after since (see
+// Children lists the child's own children, zombies included.
+func (p *Process) Children() []int {
+	if p.Exited() {
+		return nil
+	}
+	id := strconv.Itoa(p.Pid)
+	if b, err := os.ReadFile("/proc/" + id + "/task/" + id + "/children"); err == nil {
+		// The main thread's children: a shell forks from its only thread.
+		var out []int
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	var out []int // a kernel without the children file
+	for _, st := range snapshot() {
+		if st.ppid == p.Pid {
+			out = append(out, st.pid)
+		}
+	}
+	return out
+}
+
+// LateChildren lists what the child forked after a signal to its process
+// group went, and so never got it: its own children with a pid above
+// lastPID (see [LastPID]) started in the ticks right after since (see
 // [Ticks]; the two together rule out a pid that wrapped around), and
-// their descendants started after the signal too. Each process gets sig
-// on its own, once: pids in sent are skipped, and the ones signalled are
-// added. It returns how many it signalled.
+// what they started since, through late parents.
 //
 // This mends a race of a shell that traps the signal: bash blocks
 // signals while it forks, so a SIGINT to its group in that window reaches
 // the shell but not the child it is forking, and the shell runs its trap
-// only once that child ends by itself.
-func (p *Process) SignalLateChildren(sig syscall.Signal, lastPID int, since uint64, sent map[int]bool) int {
-	if p.Exited() || sig <= 0 || sig > 64 || lastPID <= 0 || since == 0 {
-		return 0
+// only once that child ends by itself. Such a child starts within
+// microseconds of the signal.
+func (p *Process) LateChildren(lastPID int, since uint64) []int {
+	if p.Exited() || lastPID <= 0 || since == 0 {
+		return nil
+	}
+	first := false
+	for _, pid := range p.Children() {
+		if st, ok := readStat(pid); ok && lateChild(st, lastPID, since) {
+			first = true
+			break
+		}
+	}
+	if !first {
+		return nil // the common case: no scan of /proc
 	}
 	late := map[int]procStat{}
 	for _, st := range snapshot() {
@@ -127,7 +161,7 @@ func (p *Process) SignalLateChildren(sig syscall.Signal, lastPID int, since uint
 	for range len(late) + 1 { // bounded: each pass adds a level or ends
 		grew := false
 		for pid, st := range late {
-			if !reached[pid] && (st.ppid == p.Pid || reached[st.ppid]) {
+			if !reached[pid] && (reached[st.ppid] || st.ppid == p.Pid && lateChild(st, lastPID, since)) {
 				reached[pid] = true
 				grew = true
 			}
@@ -136,30 +170,50 @@ func (p *Process) SignalLateChildren(sig syscall.Signal, lastPID int, since uint
 			break
 		}
 	}
-	n := 0
+	out := make([]int, 0, len(reached))
 	for pid := range reached {
-		if sent[pid] {
-			continue
-		}
-		sent[pid] = true
-		if unix.Kill(pid, sig) == nil {
-			n++
-		}
+		out = append(out, pid)
 	}
-	return n
+	return out
+}
+
+// lateChildTicks is how long after the signal a late child may start, in
+// ticks: start times are floored to 10 ms, and a forking shell may be
+// preempted.
+const lateChildTicks = 2
+
+func lateChild(st procStat, lastPID int, since uint64) bool {
+	return st.pid > lastPID && st.start+1 >= since && st.start <= since+lateChildTicks && st.state != 'Z'
 }
 
 // ZombieChildren lists the child's own children that ended and that it
 // has not reaped yet.
 func (p *Process) ZombieChildren() []int {
-	if p.Exited() {
-		return nil
-	}
 	var out []int
-	for _, st := range snapshot() {
-		if st.ppid == p.Pid && st.state == 'Z' {
-			out = append(out, st.pid)
+	for _, pid := range p.Children() {
+		if st, ok := readStat(pid); ok && st.state == 'Z' {
+			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// CPUTicks is the CPU time the child has used (user and system), in
+// clock ticks; 0 when it cannot tell.
+func (p *Process) CPUTicks() uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	f := bytes.Fields(b[i+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseUint(string(f[11]), 10, 64) // field 14
+	stime, _ := strconv.ParseUint(string(f[12]), 10, 64) // field 15
+	return utime + stime
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,7 +102,7 @@ func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
 	}
 }
 
-func TestSignalLateChildrenReachesOnlyWhatWasForkedAfterTheMark(t *testing.T) {
+func TestLateChildrenAreWhatWasForkedRightAfterTheMark(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +145,20 @@ func TestSignalLateChildrenReachesOnlyWhatWasForkedAfterTheMark(t *testing.T) {
 		}
 		return false
 	})
-	sent := map[int]bool{}
-	if n := p.SignalLateChildren(syscall.SIGINT, lastPID, since, sent); n != 2 {
-		t.Errorf("signalled %d processes, want 2 (the late bash and its sleep)", n)
+	if late := p.LateChildren(lastPID, since-10); len(late) != 0 {
+		t.Errorf("children started 100 ms after the mark counted as late: %v", late)
 	}
-	if n := p.SignalLateChildren(syscall.SIGINT, lastPID, since, sent); n != 0 {
-		t.Errorf("a second call signalled %d processes again", n)
+	if late := p.LateChildren(0, since); len(late) != 0 {
+		t.Errorf("with no mark: %v", late)
+	}
+	late := p.LateChildren(lastPID, since)
+	if len(late) != 2 || slices.Contains(late, old) {
+		t.Fatalf("late: %v, want the late bash and its sleep (old %d)", late, old)
+	}
+	for _, pid := range late {
+		if err := unix.Kill(pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if !sc.Scan() || sc.Text() != "rc=130" {
 		t.Fatalf("after the late children got SIGINT: %q %v, want rc=130", sc.Text(), sc.Err())
@@ -157,9 +166,17 @@ func TestSignalLateChildrenReachesOnlyWhatWasForkedAfterTheMark(t *testing.T) {
 	if !alive(old) {
 		t.Errorf("the older child got SIGINT too")
 	}
-	if n := p.SignalLateChildren(syscall.SIGINT, 0, since, map[int]bool{}); n != 0 {
-		t.Errorf("with no mark: signalled %d", n)
+}
+
+func TestZombieChildrenAndCPUTicks(t *testing.T) {
+	// exec leaves bash's child unreaped: perl never waits, and burns CPU.
+	p := bash(t, `sleep 0.01 & exec perl -e '$t = time + 20; 1 while time < $t'`, nil)
+	pollUntil(t, "an unreaped child", func() bool { return len(p.ZombieChildren()) == 1 })
+	if kids := p.Children(); len(kids) != 1 {
+		t.Errorf("children %v, want the zombie", kids)
 	}
+	c0 := p.CPUTicks()
+	pollUntil(t, "CPU time growing", func() bool { return p.CPUTicks() > c0+5 })
 }
 
 func TestTicksIsAProcessStartTime(t *testing.T) {
