@@ -39,7 +39,10 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("gave up waiting: %s", what)
 }
 
-func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
+// startScript runs a bash script with $SELF a helper that catches SIGINT
+// (helperCatchInt); it returns the script's stdin and its stdout lines.
+func startScript(t *testing.T, script string) (*Process, *os.File, *bufio.Scanner) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -47,12 +50,7 @@ func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
 	env, _ := Env(os.Environ(), map[string]*string{"PROC_TEST_HELPER": ptr("catch-int"), "SELF": &self})
 	inR, inW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
-	defer inW.Close()
-	defer outR.Close()
-	// An older job that left the group and catches SIGINT, a background
-	// job that ignores it, then (once told) a foreground GNU timeout,
-	// which leaves the group too.
-	script := `"$SELF" & echo $!; sleep 60 & echo $!; read -r _; timeout 60 sleep 60; echo "rc=$?"`
+	t.Cleanup(func() { inW.Close(); outR.Close() })
 	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", script}, Env: env, Stdin: inR, Stdout: outW})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +59,14 @@ func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
 	inR.Close()
 	outW.Close()
 	_ = outR.SetReadDeadline(time.Now().Add(20 * time.Second))
-	sc := bufio.NewScanner(outR)
+	return p, inW, bufio.NewScanner(outR)
+}
+
+func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
+	// An older job that left the group and catches SIGINT, a background
+	// job that ignores it, then (once told) a foreground GNU timeout,
+	// which leaves the group too.
+	p, inW, sc := startScript(t, `"$SELF" & echo $!; sleep 60 & echo $!; read -r _; timeout 60 sleep 60; echo "rc=$?"`)
 	var old, bg int
 	for _, pid := range []*int{&old, &bg} {
 		if !sc.Scan() {
@@ -103,27 +108,9 @@ func TestSignalNewChildGroupsReachesWhatTheCommandStarted(t *testing.T) {
 }
 
 func TestLateChildrenAreWhatWasForkedRightAfterTheMark(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, _ := Env(os.Environ(), map[string]*string{"PROC_TEST_HELPER": ptr("catch-int"), "SELF": &self})
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
-	defer inW.Close()
-	defer outR.Close()
 	// An older child that catches SIGINT (one would end it), then (once
 	// told) a foreground bash with a child of its own: the late ones.
-	script := `"$SELF" & echo $!; read -r _; bash -c 'sleep 60; echo never'; echo "rc=$?"`
-	p, err := Start(Spec{Path: "bash", Args: []string{"bash", "-c", script}, Env: env, Stdin: inR, Stdout: outW})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.KillTree(unix.SIGKILL, 0) })
-	inR.Close()
-	outW.Close()
-	_ = outR.SetReadDeadline(time.Now().Add(20 * time.Second))
-	sc := bufio.NewScanner(outR)
+	p, inW, sc := startScript(t, `"$SELF" & echo $!; read -r _; bash -c 'sleep 60; echo never'; echo "rc=$?"`)
 	if !sc.Scan() {
 		t.Fatalf("no pid: %v", sc.Err())
 	}
