@@ -77,7 +77,7 @@
 // (bash's handler raising it again forever, spinning; the child it
 // waited for left a zombie) is ended, with that reason, rather than hang
 // the command. A
-// function's RETURN trap (its cleanup) runs whole on the way out.
+// function's RETURN trap (its cleanup) runs on the way out.
 //
 // # Output logs
 //

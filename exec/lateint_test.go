@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,13 +284,42 @@ f() { trap 'g; trap - RETURN' RETURN; echo go; sleep 100; }`})
 }
 
 // A command's own INT trap takes the interrupt instead of muxd's, so it
-// never acknowledges it; what that trap starts once the program it
-// interrupted ended is not taken for a late child.
+// never acknowledges it; what that trap starts is not taken for a child
+// that missed the interrupt. Set by a sourced script (the command's text
+// does not show it), the trap runs once the program it interrupted
+// ended; set in the command's text, it may also run in a loop of
+// builtins.
 func TestInterruptLeavesAUserINTTrapsProgramsAlone(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
-	r := interruptAtGo(t, e, sid, "own", `trap 'echo trapped; sleep 0.3 && echo cleaned' INT; echo go; sleep 100; echo after`)
-	if want := "go\ntrapped\ncleaned\nafter\n"; string(r.Stdout) != want {
-		t.Errorf("stdout %q, want %q (code %d)", r.Stdout, want, code(r))
+	s, err := e.session(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "setup.sh")
+	if err := os.WriteFile(script, []byte("trap 'echo trapped; sleep 0.3 && echo cleaned' INT\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, cmd, child string }{
+		{"sourced, during a program", "source " + shQuote(script) + "; echo go; sleep 100; echo after", "sleep"},
+		{"in the text, during builtins", "x=; trap 'echo trapped; sleep 0.3 && echo cleaned; x=1' INT; echo go; while [[ -z $x ]]; do :; done; echo after", ""},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprint("own-", i)
+			done := goExec(e, sid, id, tc.cmd)
+			waitOutput(t, e, id, Stdout, "go\n")
+			if tc.child != "" {
+				waitChild(t, s.child.Pid, tc.child)
+			}
+			if err := e.InterruptSession(sid); err != nil {
+				t.Fatal(err)
+			}
+			r := recvOrTimeout(t, done, 10*time.Second, "the interrupted command")
+			if want := "go\ntrapped\ncleaned\nafter\n"; string(r.Stdout) != want {
+				t.Errorf("stdout %q, want %q (code %d)", r.Stdout, want, code(r))
+			}
+			mustExec(t, e, ExecRequest{SessionID: sid, Command: "trap - INT"})
+		})
 	}
 }

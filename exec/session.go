@@ -61,6 +61,7 @@ type session struct {
 	gen        uint64 // counts commands, so a follow-up knows its own
 	flagged    bool   // the interrupt flag file D/n exists (see wrapper.go)
 	jobControl bool   // the last marker's $- had m (set -m), or the command may turn it on
+	ownTrap    bool   // the running command's text may set a trap
 	dead       bool
 	deadReason string
 	killing    string // why the engine is killing the shell, if it is
@@ -604,7 +605,8 @@ func (s *session) flagLocked() (busy, jobControl bool, since, gen uint64) {
 
 // lateRounds are when, after an interrupt, recheckInterrupt looks for
 // children that missed it: soon, and again in case the shell was slow to
-// fork.
+// fork; then every 2 s (for a livelock) until the command ends or the
+// trap acknowledges.
 var lateRounds = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 250 * time.Millisecond, time.Second, 2 * time.Second}
 
 // lateMark is what interrupt noted just before its SIGINT went.
@@ -624,6 +626,7 @@ type lateInterrupt struct {
 	sent    map[int]bool // the pids the follow-up signalled
 	zombies []int        // the shell's unreaped children at the last round
 	cpu     uint64       // and the CPU ticks it had used
+	ownTrap bool         // the command may set its own INT trap: no late SIGINTs
 }
 
 // followUpLocked (re)starts the rounds of recheckInterrupt after an
@@ -634,7 +637,10 @@ func (s *session) followUpLocked(gen uint64, mark lateMark) {
 		l.timer.Stop() // a round already waiting for sigMu sees the new seq
 	}
 	if l.gen != gen || l.sent == nil {
-		*l = lateInterrupt{gen: gen, seq: l.seq, sent: map[int]bool{}}
+		s.mu.Lock()
+		ownTrap := s.ownTrap
+		s.mu.Unlock()
+		*l = lateInterrupt{gen: gen, seq: l.seq, sent: map[int]bool{}, ownTrap: ownTrap}
 	}
 	l.seq++
 	l.mark, l.round, l.zombies, l.cpu = mark, 0, nil, 0
@@ -649,10 +655,13 @@ func (s *session) followUpLocked(gen uint64, mark lateMark) {
 // trap has not acknowledged the interrupt (it creates D/n.t), what the
 // shell forked right after the SIGINT went gets one of its own, as if it
 // had come a moment later. Nothing older gets a second: a program that
-// takes its time over a Ctrl-C is left to it. And once the shell reaped
-// a child it had when the SIGINT went, it was waiting, not forking: what
-// it forks then is a trap's doing (the user's own INT trap, which does not
-// acknowledge), and is left alone.
+// takes its time over a Ctrl-C is left to it. Nor does what a user's own
+// INT trap starts (it takes the SIGINT instead of ours, and does not
+// acknowledge): once the shell reaped a child it had when the SIGINT
+// went, it was waiting, not forking, and what it forks then is the
+// trap's; and a command whose text may set a trap gets no late SIGINTs.
+// A trap that a sourced script sets, run in a loop of builtins, is the
+// case left: its programs started in the first 50 ms get one.
 func (s *session) recheckInterrupt(gen uint64, seq int) {
 	s.sigMu.Lock()
 	defer s.sigMu.Unlock()
@@ -666,10 +675,14 @@ func (s *session) recheckInterrupt(gen uint64, seq int) {
 	// Look first, then check the acknowledgement: what the shell forks
 	// after it acknowledged (a RETURN-trap cleanup) must not be taken for
 	// late.
-	children := s.child.Children()
 	var late []int
-	if !reapedAny(l.mark.children, children) {
+	if !l.ownTrap {
 		late = s.child.LateChildren(l.mark.lastPID, l.mark.at)
+		// Reaping comes before what a trap forks: read the children
+		// after the late ones, or a trap's child could pass for late.
+		if reapedAny(l.mark.children, s.child.Children()) {
+			late = nil
+		}
 	}
 	zombies := s.child.ZombieChildren()
 	cpu := s.child.CPUTicks()
@@ -694,15 +707,21 @@ func (s *session) recheckInterrupt(gen uint64, seq int) {
 		return
 	}
 	l.zombies, l.cpu = zombies, cpu
-	if l.round++; l.round < len(lateRounds) {
-		l.timer = time.AfterFunc(lateRounds[l.round]-lateRounds[l.round-1], func() { s.recheckInterrupt(gen, seq) })
+	// The rounds go on, every 2 s after the last, while the command runs
+	// unacknowledged: a livelock never ends by itself.
+	l.round++
+	next := 2 * time.Second
+	if l.round < len(lateRounds) {
+		next = lateRounds[l.round] - lateRounds[l.round-1]
 	}
+	l.timer = time.AfterFunc(next, func() { s.recheckInterrupt(gen, seq) })
 }
 
 // livelockTicks is the least CPU time (10 ms ticks) a livelocked shell
-// burns between two late rounds 750 ms apart: it spins, and even on a
-// busy machine gets more than an eighth of a CPU.
-const livelockTicks = 10
+// burns between two late rounds 750 ms or more apart: it spins, while a
+// stopped or waiting shell burns none; on a busy machine it may get
+// little.
+const livelockTicks = 2
 
 // reapedAny reports whether a pid of before is missing from now.
 func reapedAny(before, now []int) bool {
@@ -747,8 +766,19 @@ func (s *session) startCommand(command string) {
 		s.jobControl = true
 		s.mu.Unlock()
 	}
+	// A command that may set its own INT trap: what that trap starts
+	// right after an interrupt must not pass for a child that missed it
+	// (see recheckInterrupt). A trap set by a script it sources is not
+	// seen.
+	ownTrap := strings.Contains(command, "trap") && setsTrap.MatchString(command)
+	s.mu.Lock()
+	s.ownTrap = ownTrap
+	s.mu.Unlock()
 	s.setBusy(true)
 }
+
+// setsTrap matches command text that may set a trap.
+var setsTrap = regexp.MustCompile(`\btrap\b`)
 
 func (s *session) setBusy(b bool) {
 	var since uint64

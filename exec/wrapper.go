@@ -223,7 +223,7 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // of sourced files); an interrupt clears it.
 const trapText = `[[ ! -e $__muxd_N ]]||\builtin : 2>/dev/null >|"$__muxd_N.t"||\builtin :;` +
 	`[[ ${__muxd_a-} == 1 || -z ${__muxd_a-} && $- != *T* && -e $__muxd_N ]]&&` +
-	`{ __muxd_d=$((${__muxd_a:-0}==1&&${__muxd_d:-0}<` + depthExpr + `?${__muxd_d:-0}:` + depthExpr + `)) __muxd_a=1 __muxd_n=1;\builtin set -T;` +
+	`{ __muxd_d=$((${__muxd_a:-0}==1&&__muxd_d<` + depthExpr + `?__muxd_d:` + depthExpr + `)) __muxd_a=1 __muxd_n=1;\builtin set -T;` +
 	`\builtin trap '((` + depthExpr + `<__muxd_d))&&{ __muxd_d=$((` + depthExpr + `));\builtin return 130 2>/dev/null||\builtin :;}||\builtin :' DEBUG;};` +
 	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
 

@@ -180,7 +180,7 @@ func (p *Process) LateChildren(lastPID int, since uint64) []int {
 // lateChildTicks is how long after the signal a late child may start, in
 // ticks: start times are floored to 10 ms, and a forking shell may be
 // preempted.
-const lateChildTicks = 2
+const lateChildTicks = 5
 
 func lateChild(st procStat, lastPID int, since uint64) bool {
 	return st.pid > lastPID && st.start+1 >= since && st.start <= since+lateChildTicks && st.state != 'Z'
