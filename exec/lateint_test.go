@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/muxd/muxd/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,7 @@ func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 	}
 	done := goExec(e, sid, "late", "echo go; sleep 100; echo after")
 	waitOutput(t, e, "late", Stdout, "go\n")
-	sleepPID := waitChild(t, s.child.Pid, "sleep")
+	sleepPID := waitChild(t, s.child, "sleep")
 	mark := lateMark{lastPID: sleepPID - 1, at: startTicks(t, sleepPID)}
 
 	s.sigMu.Lock()
@@ -83,7 +84,7 @@ func TestInterruptEndsAShellThatNeverTakesIt(t *testing.T) {
 	}
 	done := goExec(e, sid, "stuck", `echo go; exec perl -e '$SIG{INT} = "IGNORE"; if (!fork) { $SIG{INT} = "DEFAULT"; exec "sleep", "100" } 1 while 1'`)
 	waitOutput(t, e, "stuck", Stdout, "go\n")
-	waitChild(t, s.child.Pid, "sleep")
+	waitChild(t, s.child, "sleep")
 	if err := e.InterruptSession(sid); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestInterruptLeavesAStoppedShellAlone(t *testing.T) {
 	}
 	done := goExec(e, sid, "stopped", "echo go; sleep 100")
 	waitOutput(t, e, "stopped", Stdout, "go\n")
-	waitChild(t, s.child.Pid, "sleep")
+	waitChild(t, s.child, "sleep")
 	if err := s.child.Signal(unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -202,22 +203,20 @@ func TestInterruptSoakEveryInterruptEndsTheCommand(t *testing.T) {
 	}
 }
 
-// waitChild waits until pid has a child running the program name, and
+// waitChild waits until p has a child running the program name, and
 // returns the child's pid.
-func waitChild(t *testing.T, pid int, name string) int {
+func waitChild(t *testing.T, p *proc.Process, name string) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		for _, f := range strings.Fields(string(b)) {
-			if comm, err := os.ReadFile("/proc/" + f + "/comm"); err == nil && strings.TrimSpace(string(comm)) == name {
-				c, _ := strconv.Atoi(f)
+		for _, c := range p.Children() {
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); err == nil && strings.TrimSpace(string(comm)) == name {
 				return c
 			}
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("process %d never started %s", pid, name)
+	t.Fatalf("process %d never started %s", p.Pid, name)
 	return 0
 }
 
@@ -310,7 +309,7 @@ func TestInterruptLeavesAUserINTTrapsProgramsAlone(t *testing.T) {
 			done := goExec(e, sid, id, tc.cmd)
 			waitOutput(t, e, id, Stdout, "go\n")
 			if tc.child != "" {
-				waitChild(t, s.child.Pid, tc.child)
+				waitChild(t, s.child, tc.child)
 			}
 			if err := e.InterruptSession(sid); err != nil {
 				t.Fatal(err)

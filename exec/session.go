@@ -761,17 +761,15 @@ var setsMonitor = regexp.MustCompile(`\bset\b[^;&|\n]*(\s-[A-Za-z]*m|-o\s+monito
 
 // startCommand marks the session busy with command.
 func (s *session) startCommand(command string) {
-	if strings.Contains(command, "set") && setsMonitor.MatchString(command) { // the regexp only when it may match
-		s.mu.Lock()
-		s.jobControl = true
-		s.mu.Unlock()
-	}
+	// The regexps run only when they may match.
+	monitor := strings.Contains(command, "set") && setsMonitor.MatchString(command)
 	// A command that may set its own INT trap: what that trap starts
 	// right after an interrupt must not pass for a child that missed it
 	// (see recheckInterrupt). A trap set by a script it sources is not
 	// seen.
 	ownTrap := strings.Contains(command, "trap") && setsTrap.MatchString(command)
 	s.mu.Lock()
+	s.jobControl = s.jobControl || monitor
 	s.ownTrap = ownTrap
 	s.mu.Unlock()
 	s.setBusy(true)

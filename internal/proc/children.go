@@ -83,7 +83,7 @@ func ignores(pid int, sig syscall.Signal) bool {
 // LastPID is the pid the kernel handed out last in muxd's pid namespace
 // (the last field of /proc/loadavg), or 0 when it cannot tell. Read just
 // before a signal to a process group, it tells the processes forked after
-// the signal went (see [Process.SignalLateChildren]).
+// the signal went (see [Process.LateChildren]).
 func LastPID() int {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -201,19 +201,6 @@ func (p *Process) ZombieChildren() []int {
 // CPUTicks is the CPU time the child has used (user and system), in
 // clock ticks; 0 when it cannot tell.
 func (p *Process) CPUTicks() uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	f := bytes.Fields(b[i+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseUint(string(f[11]), 10, 64) // field 14
-	stime, _ := strconv.ParseUint(string(f[12]), 10, 64) // field 15
-	return utime + stime
+	st, _ := readStat(p.Pid)
+	return st.cpu
 }

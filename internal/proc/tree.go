@@ -16,6 +16,7 @@ type procStat struct {
 	pid, ppid, pgid, sid int
 	state                byte
 	start                uint64 // clock ticks after boot
+	cpu                  uint64 // user and system time, clock ticks
 }
 
 // readStat parses /proc/<pid>/stat. The command name is in parentheses and
@@ -39,6 +40,9 @@ func readStat(pid int) (procStat, bool) {
 	st.pgid, _ = strconv.Atoi(string(f[2]))
 	st.sid, _ = strconv.Atoi(string(f[3]))
 	st.start, _ = strconv.ParseUint(string(f[19]), 10, 64) // field 22, starttime
+	utime, _ := strconv.ParseUint(string(f[11]), 10, 64)   // field 14
+	stime, _ := strconv.ParseUint(string(f[12]), 10, 64)   // field 15
+	st.cpu = utime + stime
 	return st, true
 }
 
