@@ -503,6 +503,10 @@ func (s *session) waitDeath() outcome {
 func (s *session) markDead(st proc.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.markDeadLocked(st)
+}
+
+func (s *session) markDeadLocked(st proc.Status) {
 	if s.dead {
 		return
 	}
@@ -512,6 +516,9 @@ func (s *session) markDead(st proc.Status) {
 		return
 	}
 	s.deadReason = "shell ended: " + st.String()
+	if st.Signal == 0 && strconv.Itoa(st.Code) == lostFDStatus {
+		s.deadReason += ": a command closed fd 10, the session's command pipe"
+	}
 	if l := s.shellOut.lastLine(); l != "" {
 		s.deadReason += ": " + l
 	}
@@ -525,7 +532,8 @@ func (s *session) alive() error {
 	}
 	select {
 	case <-s.child.Done():
-		return fmt.Errorf("%w: session %q: shell ended", ErrSessionDead, s.id)
+		s.markDeadLocked(s.child.Status())
+		return fmt.Errorf("%w: session %q: %s", ErrSessionDead, s.id, s.deadReason)
 	default:
 	}
 	return nil

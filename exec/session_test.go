@@ -81,6 +81,11 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 		{"trap INT", "trap 'echo trapped' INT"},
 		{"stdout redirected", "exec >/dev/null 2>&1"},
 		{"stdout closed", "exec >&- 2>&-"},
+		// The loop reads fd 10 and marks on fd 11 (bash's copies).
+		{"fds 10 to 12 reused", "exec 10</dev/null 11>/dev/null 12>&-"},
+		{"fd 11 closed (markers fall back to exit records)", "exec 11>&-"},
+		{"fd variables", "exec {a}>/dev/null {b}</dev/null; echo $a $b >&2"},
+		{"stdin closed", "exec <&-"},
 	}
 	e := newTestEngine(t)
 	for _, tc := range tests {
@@ -112,6 +117,7 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 		{"exec bash running a command", "exec bash -c 'sleep 0.3; exit 4'", 4, "exit 4"},
 		{"exit leaving a subshell", "(sleep 10; echo late) & exit 5", 5, "exit 5"},
 		{"unset parameter", "echo ${X:?must be set}", 127, "must be set"},
+		{"close the loop's fd 10", "echo bye; exec 10<&-", 0, "closed fd 10"},
 	}
 	e := newTestEngine(t)
 	for _, tc := range tests {
@@ -128,6 +134,15 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 			}
 			if tc.code == 127 && code(r) == 0 {
 				t.Errorf("exit code = 0, want failure")
+			}
+			// The shell may end just after its last marker (closing fd
+			// 10 ends it at its next read).
+			if s, err := e.session(sid); err == nil {
+				select {
+				case <-s.child.Done():
+				case <-time.After(5 * time.Second):
+					t.Fatal("the shell did not end within 5 s")
+				}
 			}
 			_, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"})
 			if !errors.Is(err, ErrSessionDead) || !strings.Contains(err.Error(), tc.reason) {

@@ -18,7 +18,8 @@ import (
 //	TRAP
 //	while ((1)); do while ((1)); do
 //	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; \builtin eval "$__muxd_R"; END(0); }
-//	  IFS= \builtin read -r __muxd_x || { (($?>128)) && \builtin continue; \builtin exit; }
+//	  IFS= \builtin read -r -u 10 __muxd_x || { (($?>128)) && \builtin continue;
+//	    [[ -e /dev/fd/10 ]] || \builtin exit 98; \builtin exit; }
 //	  __muxd_p=1
 //	  case $__muxd_x${__muxd_n-}${__muxd_b-} in
 //	  BRANCHES
@@ -48,7 +49,7 @@ import (
 //	POST      = __muxd_b=${__muxd_b:-$?} __muxd_p=; [[ ! -e $__muxd_N ]] || __muxd_b=130
 //	            \builtin eval "$__muxd_R"; END($?)
 //	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
-//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" >&11 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
 // Why each piece:
 //   - one loop parsed once: bash reads a pipe one byte per syscall and
@@ -68,16 +69,19 @@ import (
 //     `done` (POST) and the outer loop goes on; a `break 3` or more gets
 //     it after the outer loop, and the eval re-enters the loop.
 //   - read: IFS= against IFS changes; EOF (Go closed stdin) ends the shell;
-//     a signal or TMOUT (status > 128) just reads again.
-//   - the control pipe is the shell's own stdout, which the group
-//     redirects to the FIFO: the marker costs no redirection (each one is
-//     ~8 syscalls, ~1-2 µs each on a VM), the user's `exec >&-` or
-//     `exec >file` only touches the group's copy, which bash restores,
-//     and bash keeps the pipe meanwhile in a close-on-exec fd, so the
-//     programs the command starts cannot write a fake marker.
-//   - MARK is a random per-session token: what the user's DEBUG, ERR or
-//     RETURN traps print at top level also lands on the shell's stdout,
-//     and a trap printing a bare number must not pass for a status.
+//     a signal or TMOUT (status > 128) just reads again. A command that
+//     closed fd 10 (`exec 10<&-`) ends it too, with lostFDStatus: bash
+//     keeps its copies from being replaced, not from being closed.
+//   - fds 0, 1 and 2 are closed in the loop (see setupLine): the
+//     command pipe is read from fd 10 and the marker goes to fd 11,
+//     bash's close-on-exec copies, so the programs a command starts
+//     cannot read commands or write a fake marker. The command's
+//     redirections each cost an open and a close, and bash undoes them
+//     by closing: the user's `exec >&-` or `exec >file` only touches
+//     the group's fds.
+//   - MARK is a random per-session token: a subshell the command forks
+//     keeps fd 11 (close-on-exec ends only at exec), and what it writes
+//     there must not pass for a status.
 //   - `>|` writes through `set -o noclobber`; paths are quoted literals
 //     and expansions are quoted against IFS changes; every variable read
 //     is set, so `set -u` is harmless; errexit ignores `||`/`&&` lists.
@@ -147,7 +151,7 @@ func loopText(dir, mark string) string {
 		`o) ` + runUndo("/dev/null") + `;; io) ` + runUndo(q("i")) + `;; `
 	end := func(status string) string {
 		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
-			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-"||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
+			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-" >&11||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
 	}
 	// After a break out of the command loop (the trap's, or the user's
 	// break 2), the command's end, then the loop again: from an outer
@@ -156,7 +160,7 @@ func loopText(dir, mark string) string {
 	post := `__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` + end("$?")
 	return trap + `;while ((1)); do while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
-		`IFS= \builtin read -r __muxd_x||{ (($?>128))&&\builtin continue;\builtin exit;};` +
+		`IFS= \builtin read -r -u 10 __muxd_x||{ (($?>128))&&\builtin continue;[[ -e /dev/fd/10 ]]||\builtin exit ` + lostFDStatus + `;\builtin exit;};` +
 		`__muxd_p=1;` +
 		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches +
 		`*) __muxd_n= __muxd_b=;[[ -z ${__muxd_a-} ]]||\builtin eval "$__muxd_D";if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
@@ -236,13 +240,29 @@ const depthExpr = `${BASH_SOURCE[@]+${#BASH_SOURCE[@]}}+0`
 // the next command.
 const disarmText = `__muxd_a=2;\builtin trap - DEBUG;\builtin set +T;__muxd_a=`
 
+// lostFDStatus is the shell's exit status when a command closed fd 10,
+// the loop's command pipe.
+const lostFDStatus = "98"
+
 // setupLine is the shell's first and last line of shell code: it defines
 // the loop (readonly: users cannot unset or change it) and enters it.
 // extra runs before the loop (tests break the control pipe with it).
+//
+// The loop runs in a group that closes fds 0, 1 and 2; bash keeps the
+// originals (command pipe, control pipe, its stderr) in close-on-exec
+// copies at the lowest free fds from 10 up, which the setup frees first
+// (a daemon may pass strays down), so the loop reads fd 10 and marks on
+// fd 11. Why: redirecting a closed fd costs bash an open and a close,
+// where an open one costs ten syscalls (save, close-on-exec, dup2,
+// restore); the three per command were about a third of bash's time.
+// Programs the commands start inherit only what the group gives them.
+// The check fails the shell at start (status 97) if bash ever numbered
+// the copies otherwise.
 func setupLine(dir, mark, extra string) string {
 	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
 		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
-		extra + `\builtin eval "$__muxd_L"` + "\n"
+		extra + `\command exec 10<&- 11<&- 12<&-;` +
+		`{ [[ -p /dev/fd/10 ]]||\builtin exit 97;\builtin eval "$__muxd_L";} <&- >&- 2>&-` + "\n"
 }
 
 // shQuote quotes s for bash as one word.
