@@ -23,19 +23,23 @@
 // # Session commands and completion
 //
 // The session shell runs a loop, parsed once at start, that reads one
-// short line per command from its stdin (see wrapper.go). A session
+// short line per command from the command pipe (see wrapper.go). A session
 // command's text goes to the session's command file (fixed paths per
 // session, rewritten in place on tmpfs), which the loop sources as a group
 // command in the main shell, with stdout and stderr on the
 // session's output FIFOs and stdin from /dev/null (or a file of the given
-// bytes); then `\builtin printf` writes `$?` to the shell's own stdout,
-// the control pipe the engine reads (the in-band marker) straight from the
+// bytes); then `\builtin printf` writes `$?` to the control pipe, which
+// the engine reads (the in-band marker) straight from the
 // goroutine that runs the command: ppoll for the first 2 ms, then read
 // deadlines for timeouts, cancellation and the lazy drains. No hand-off on
 // the hot path, and no goroutine per idle session. The wrapper is
 // explained in wrapper.go; it survives aliases and functions named like
 // builtins, noclobber, nounset, xtrace, `exec >&-`, `exec 3>&-`, IFS
-// changes and user INT traps.
+// changes and user INT traps. The loop runs with fds 0-2 closed and the
+// two pipes in bash's close-on-exec copies at fds 10 and 11, which makes
+// each redirection of a command an open and a close; programs the
+// command starts inherit only fds 0-2. A command that closes fd 10 ends
+// the session (with a reason that says so).
 //
 // The FIFOs are reused while no writer outlives its command; one that a
 // background job still holds is replaced by a fresh FIFO at the same path

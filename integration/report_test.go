@@ -81,10 +81,13 @@ const missesText = `
   ~35 µs raw WebSocket echo: the rest is mostly wake-ups across threads and
   processes (GOMAXPROCS=1 in the daemon lowers it by ~30 µs and costs
   flood latency). The engine's session round trip, without the daemon,
-  is ~130 µs against a ~65 µs bare bash (exec/'s BenchmarkSessionExecTrue):
-  bash makes ~44 syscalls per command for the stdin/stdout/stderr
-  redirections, the INT trap and the source (BenchmarkSessionExecCPUShare
-  splits the CPU). A syscall costs ~1 µs here. Inside the daemon the
+  is ~120–155 µs against a ~65–90 µs bare bash (exec/'s
+  BenchmarkSessionExecTrue): bash makes ~27 syscalls per command (the
+  source, the three redirections, the marker, the INT trap, the read)
+  and spends ~110 µs of CPU on it, Go ~40 µs (BenchmarkSessionExecCPUShare
+  splits the CPU). A syscall costs ~1 µs here. Running the loop with fds
+  0–2 closed cut bash's redirections from ~30 syscalls to 6 and the
+  round trip by ~40 µs (exec/wrapper.go's setupLine). Inside the daemon the
   same engine call measured ~200–230 µs (timed around it in the exec
   handler), against ~130–150 µs in exec/'s own benchmark: the halves do
   not simply add up. perf on the daemon during a loop of session execs
