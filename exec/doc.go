@@ -36,9 +36,9 @@
 // explained in wrapper.go; it survives aliases and functions named like
 // builtins, noclobber, nounset, xtrace, `exec >&-`, `exec 3>&-`, IFS
 // changes and user INT traps. The loop runs with fds 0-2 closed and the
-// two pipes in bash's close-on-exec copies at fds 10 and 11, which makes
+// two pipes in bash's close-on-exec copies at fds 50 and 51, which makes
 // each redirection of a command an open and a close; programs the
-// command starts inherit only fds 0-2. A command that closes fd 10 ends
+// command starts inherit only fds 0-2. A command that closes fd 50 ends
 // the session (with a reason that says so).
 //
 // The FIFOs are reused while no writer outlives its command; one that a

@@ -84,7 +84,7 @@ func TestSessionCompletesThroughExitRecordWhenControlFDIsGone(t *testing.T) {
 	e := newTestEngine(t)
 	e.watcher.close()
 	e.watcher = newExitWatcher(&deafSource{ch: make(chan string)}, 5*time.Millisecond)
-	e.testSetup = "exec >&- 2>&-;" // no copies at fd 11 or 12: the marker's write fails
+	e.testSetup = "exec >&- 2>&-;" // no copies at fd 51 or 52: the marker's write fails
 	sid := newSession(t, e, SessionOptions{})
 	for i := range 3 {
 		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo via-record; (exit 9)"})

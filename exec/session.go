@@ -292,7 +292,13 @@ func (s *session) roundTrip(ctx context.Context, text, line string, timeout time
 // await sends the wrapper line and waits for the command's end.
 func (s *session) await(ctx context.Context, exitPath, line string, timeout time.Duration, slow func()) (outcome, error) {
 	if _, err := s.stdin.WriteString(line); err != nil {
-		return s.waitDeath(), nil
+		// Nobody reads the command pipe: the shell ended (or is ending)
+		// before this command reached it, so the command never ran.
+		s.waitDeath()
+		if err := s.alive(); err != nil {
+			return outcome{}, err
+		}
+		return outcome{}, fmt.Errorf("%w: session %q: the shell stopped reading commands", ErrSessionDead, s.id)
 	}
 	if !s.ctlBroken {
 		if o, ok := s.awaitMarker(ctx, timeout, slow); ok {
@@ -517,7 +523,7 @@ func (s *session) markDeadLocked(st proc.Status) {
 	}
 	s.deadReason = "shell ended: " + st.String()
 	if st.Signal == 0 && strconv.Itoa(st.Code) == lostFDStatus {
-		s.deadReason += ": a command closed fd 10, the session's command pipe"
+		s.deadReason += ": a command closed fd 50, the session's command pipe"
 	}
 	if l := s.shellOut.lastLine(); l != "" {
 		s.deadReason += ": " + l

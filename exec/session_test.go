@@ -81,9 +81,10 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 		{"trap INT", "trap 'echo trapped' INT"},
 		{"stdout redirected", "exec >/dev/null 2>&1"},
 		{"stdout closed", "exec >&- 2>&-"},
-		// The loop reads fd 10 and marks on fd 11 (bash's copies).
-		{"fds 10 to 12 reused", "exec 10</dev/null 11>/dev/null 12>&-"},
-		{"fd 11 closed (markers fall back to exit records)", "exec 11>&-"},
+		// The loop reads fd 50 and marks on fd 51 (bash's copies).
+		{"fds 10 to 12 used", "exec 10</dev/null 11>/dev/null 12>&-"},
+		{"fds 50 to 52 replaced", "exec 50</dev/null 51>/dev/null 52>&-"},
+		{"fd 51 closed (markers fall back to exit records)", "exec 51>&-"},
 		{"fd variables", "exec {a}>/dev/null {b}</dev/null; echo $a $b >&2"},
 		{"stdin closed", "exec <&-"},
 	}
@@ -103,6 +104,47 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 	}
 }
 
+// TestSessionUserFDsFromTen: fds 10 and up are the user's, as in any
+// shell: scripts lock with `exec 10>file; flock 10`, and `{fd}>` starts at
+// 10 (bash's own copies sit at 50-52, see setupLine).
+func TestSessionUserFDsFromTen(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	lock := filepath.Join(t.TempDir(), "lock")
+	steps := []struct{ cmd, want string }{
+		{"exec 10>" + lock + " && flock -n 10 && echo locked", "locked\n"},
+		{"echo kept >&10; cat " + lock, "kept\n"},
+		{"exec {v}</dev/null; echo $v; exec {v}<&-", "11\n"},
+		{"exec 10>&-; echo closed", "closed\n"},
+	}
+	for _, st := range steps {
+		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: st.cmd})
+		if string(r.Stdout) != st.want || code(r) != 0 {
+			t.Fatalf("%q: stdout %q stderr %q code %d, want %q and 0", st.cmd, r.Stdout, r.Stderr, code(r), st.want)
+		}
+	}
+}
+
+// TestSessionDeadReasonKeepsBashsWords: a shell whose loop can no longer
+// read (here `read` was disabled) ends with bash's own message in the
+// reason, not a bare status.
+func TestSessionDeadReasonKeepsBashsWords(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "enable -n read"})
+	if s, err := e.session(sid); err == nil {
+		select {
+		case <-s.child.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the shell did not end within 5 s")
+		}
+	}
+	_, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"})
+	if !errors.Is(err, ErrSessionDead) || !strings.Contains(err.Error(), "read") || !strings.Contains(err.Error(), "exit 1") {
+		t.Errorf("next exec: %v, want ErrSessionDead with exit 1 and bash's words about read", err)
+	}
+}
+
 func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 	tests := []struct {
 		name, cmd string
@@ -117,7 +159,7 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 		{"exec bash running a command", "exec bash -c 'sleep 0.3; exit 4'", 4, "exit 4"},
 		{"exit leaving a subshell", "(sleep 10; echo late) & exit 5", 5, "exit 5"},
 		{"unset parameter", "echo ${X:?must be set}", 127, "must be set"},
-		{"close the loop's fd 10", "echo bye; exec 10<&-", 0, "closed fd 10"},
+		{"close the loop's fd 50", "echo bye; exec 50<&-", 0, "closed fd 50"},
 	}
 	e := newTestEngine(t)
 	for _, tc := range tests {
@@ -136,7 +178,7 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 				t.Errorf("exit code = 0, want failure")
 			}
 			// The shell may end just after its last marker (closing fd
-			// 10 ends it at its next read).
+			// 50 ends it at its next read).
 			if s, err := e.session(sid); err == nil {
 				select {
 				case <-s.child.Done():

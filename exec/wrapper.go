@@ -18,8 +18,9 @@ import (
 //	TRAP
 //	while ((1)); do while ((1)); do
 //	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; \builtin eval "$__muxd_R"; END(0); }
-//	  IFS= \builtin read -r -u 10 __muxd_x || { (($?>128)) && \builtin continue;
-//	    [[ -e /dev/fd/10 ]] || \builtin exit 98; \builtin exit; }
+//	  IFS= \builtin read -r -u 50 __muxd_x || { __muxd_s=$?; ((__muxd_s>128)) && \builtin continue
+//	    [[ -p /dev/fd/50 ]] || \builtin exit 98
+//	    IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52; \builtin exit "$__muxd_s"; }
 //	  __muxd_p=1
 //	  case $__muxd_x${__muxd_n-}${__muxd_b-} in
 //	  BRANCHES
@@ -49,7 +50,7 @@ import (
 //	POST      = __muxd_b=${__muxd_b:-$?} __muxd_p=; [[ ! -e $__muxd_N ]] || __muxd_b=130
 //	            \builtin eval "$__muxd_R"; END($?)
 //	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
-//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" >&11 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" >&51 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
 //
 // Why each piece:
 //   - one loop parsed once: bash reads a pipe one byte per syscall and
@@ -68,19 +69,21 @@ import (
 //     command is pending), a `break 2` that leaves the loop gets it after
 //     `done` (POST) and the outer loop goes on; a `break 3` or more gets
 //     it after the outer loop, and the eval re-enters the loop.
-//   - read: IFS= against IFS changes; EOF (Go closed stdin) ends the shell;
-//     a signal or TMOUT (status > 128) just reads again. A command that
-//     closed fd 10 (`exec 10<&-`) ends it too, with lostFDStatus: bash
-//     keeps its copies from being replaced, not from being closed.
+//   - read: IFS= against IFS changes; EOF (Go closed stdin) ends the shell
+//     with read's status; a signal or TMOUT (status > 128) just reads
+//     again. A command that closed fd 50 ends it too, with lostFDStatus.
+//     A read that fails otherwise (`enable -n read`) is tried once more
+//     with its error on bash's stderr (fd 52), for the session's dead
+//     reason.
 //   - fds 0, 1 and 2 are closed in the loop (see setupLine): the
-//     command pipe is read from fd 10 and the marker goes to fd 11,
+//     command pipe is read from fd 50 and the marker goes to fd 51,
 //     bash's close-on-exec copies, so the programs a command starts
 //     cannot read commands or write a fake marker. The command's
 //     redirections each cost an open and a close, and bash undoes them
 //     by closing: the user's `exec >&-` or `exec >file` only touches
 //     the group's fds.
 //   - MARK is a random per-session token: a subshell the command forks
-//     keeps fd 11 (close-on-exec ends only at exec), and what it writes
+//     keeps fd 51 (close-on-exec ends only at exec), and what it writes
 //     there must not pass for a status.
 //   - `>|` writes through `set -o noclobber`; paths are quoted literals
 //     and expansions are quoted against IFS changes; every variable read
@@ -151,7 +154,7 @@ func loopText(dir, mark string) string {
 		`o) ` + runUndo("/dev/null") + `;; io) ` + runUndo(q("i")) + `;; `
 	end := func(status string) string {
 		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
-			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-" >&11||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
+			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-" >&51||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
 	}
 	// After a break out of the command loop (the trap's, or the user's
 	// break 2), the command's end, then the loop again: from an outer
@@ -160,7 +163,8 @@ func loopText(dir, mark string) string {
 	post := `__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` + end("$?")
 	return trap + `;while ((1)); do while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
-		`IFS= \builtin read -r -u 10 __muxd_x||{ (($?>128))&&\builtin continue;[[ -e /dev/fd/10 ]]||\builtin exit ` + lostFDStatus + `;\builtin exit;};` +
+		`IFS= \builtin read -r -u 50 __muxd_x||{ __muxd_s=$?;((__muxd_s>128))&&\builtin continue;` +
+		`[[ -p /dev/fd/50 ]]||\builtin exit ` + lostFDStatus + `;IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52;\builtin exit "$__muxd_s";};` +
 		`__muxd_p=1;` +
 		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches +
 		`*) __muxd_n= __muxd_b=;[[ -z ${__muxd_a-} ]]||\builtin eval "$__muxd_D";if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
@@ -240,7 +244,7 @@ const depthExpr = `${BASH_SOURCE[@]+${#BASH_SOURCE[@]}}+0`
 // the next command.
 const disarmText = `__muxd_a=2;\builtin trap - DEBUG;\builtin set +T;__muxd_a=`
 
-// lostFDStatus is the shell's exit status when a command closed fd 10,
+// lostFDStatus is the shell's exit status when a command closed fd 50,
 // the loop's command pipe.
 const lostFDStatus = "98"
 
@@ -248,21 +252,24 @@ const lostFDStatus = "98"
 // the loop (readonly: users cannot unset or change it) and enters it.
 // extra runs before the loop (tests break the control pipe with it).
 //
-// The loop runs in a group that closes fds 0, 1 and 2; bash keeps the
-// originals (command pipe, control pipe, its stderr) in close-on-exec
-// copies at the lowest free fds from 10 up, which the setup frees first
-// (a daemon may pass strays down), so the loop reads fd 10 and marks on
-// fd 11. Why: redirecting a closed fd costs bash an open and a close,
-// where an open one costs ten syscalls (save, close-on-exec, dup2,
-// restore); the three per command were about a third of bash's time.
-// Programs the commands start inherit only what the group gives them.
-// The check fails the shell at start (status 97) if bash ever numbered
-// the copies otherwise.
+// The loop runs in a group that closes fds 0, 1 and 2: redirecting a
+// closed fd costs bash an open and a close, where an open one costs ten
+// syscalls (save, close-on-exec, dup2, restore), and the three per
+// command were about a third of bash's time. Bash keeps the originals
+// (command pipe, control pipe, its stderr) in close-on-exec copies at the
+// lowest free fds from 10 up. The setup fills 10-49 with /dev/null first
+// (and frees 50-52 of strays a daemon may pass down), so the copies land
+// at 50, 51 and 52, and the group closes the fillers: fds 10 and up stay
+// the user's (`exec 10>lock`, `{fd}>file`), which bash would otherwise
+// refuse to replace or hand out from under the loop. Programs the
+// commands start inherit only what the group gives them. The check fails
+// the shell at start (status 97) if bash ever numbered the copies
+// otherwise.
 func setupLine(dir, mark, extra string) string {
 	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
 		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
-		extra + `\command exec 10<&- 11<&- 12<&-;` +
-		`{ [[ -p /dev/fd/10 ]]||\builtin exit 97;\builtin eval "$__muxd_L";} <&- >&- 2>&-` + "\n"
+		extra + `for __muxd_i in {10..49}; do \builtin eval "\command exec $__muxd_i</dev/null";done;\command exec 50<&- 51<&- 52<&-;` +
+		`{ for __muxd_i in {10..49}; do \command exec {__muxd_i}<&-;done;[[ -p /dev/fd/50 ]]||\builtin exit 97;\builtin eval "$__muxd_L";} <&- >&- 2>&-` + "\n"
 }
 
 // shQuote quotes s for bash as one word.
