@@ -86,7 +86,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		cwd = homeOf(env)
 	}
 	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout, env: env,
-		shellOut: &tail{}}
+		shellOut: newTail()}
 
 	e.mu.Lock()
 	switch {
@@ -501,18 +501,19 @@ func (s *session) awaitRecord(ctx context.Context, exitPath string, timeout time
 // waitDeath collects the shell's end after it died (or is dying).
 func (s *session) waitDeath() outcome {
 	<-s.child.Done()
+	s.shellOut.waitEOF(deathWordsWait)
 	st := s.child.Status()
 	s.markDead(st)
 	return outcome{code: st.Code, sig: st.Signal, died: true}
 }
 
+// deathWordsWait bounds how long a dead shell's reason waits for its
+// last words to be read from its stderr.
+const deathWordsWait = 100 * time.Millisecond
+
 func (s *session) markDead(st proc.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.markDeadLocked(st)
-}
-
-func (s *session) markDeadLocked(st proc.Status) {
 	if s.dead {
 		return
 	}
@@ -532,15 +533,19 @@ func (s *session) markDeadLocked(st proc.Status) {
 
 func (s *session) alive() error {
 	s.mu.Lock()
+	child, dead := s.child, s.dead
+	s.mu.Unlock()
+	if !dead && child != nil {
+		select {
+		case <-child.Done():
+			s.waitDeath() // marks it dead, with its last words
+		default:
+		}
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.dead {
 		return fmt.Errorf("%w: session %q: %s", ErrSessionDead, s.id, s.deadReason)
-	}
-	select {
-	case <-s.child.Done():
-		s.markDeadLocked(s.child.Status())
-		return fmt.Errorf("%w: session %q: %s", ErrSessionDead, s.id, s.deadReason)
-	default:
 	}
 	return nil
 }

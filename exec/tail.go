@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 )
 
 // tailSize is how much of a session shell's own stdout/stderr is kept: set
@@ -16,6 +17,21 @@ type tail struct {
 	// mu guards buf.
 	mu  sync.Mutex
 	buf []byte
+	eof chan struct{} // closed when copyTail has read everything
+}
+
+func newTail() *tail { return &tail{eof: make(chan struct{})} }
+
+// waitEOF waits up to d for copyTail to reach EOF: a shell's last words
+// may still be in the pipe when its exit is seen. A forked subshell may
+// hold the pipe open, hence the bound.
+func (t *tail) waitEOF(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.eof:
+	case <-timer.C:
+	}
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -45,6 +61,7 @@ func lastLine(b []byte) string {
 
 // copyTail drains r into t until EOF (the shell's stdout/stderr).
 func copyTail(t *tail, r io.ReadCloser) {
+	defer close(t.eof)
 	buf := make([]byte, 1024)
 	for {
 		n, err := r.Read(buf)
