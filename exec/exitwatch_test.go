@@ -3,6 +3,7 @@ package exec
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,5 +92,20 @@ func TestSessionCompletesThroughExitRecordWhenControlFDIsGone(t *testing.T) {
 		if string(r.Stdout) != "via-record\n" || code(r) != 9 {
 			t.Fatalf("run %d: stdout %q code %d, want via-record 9", i, r.Stdout, code(r))
 		}
+	}
+}
+
+// TestSessionStartFailsClearlyUnderALowFDLimit: the loop needs fds 50-52;
+// under a lower descriptor limit the shell cannot start, and says why
+// instead of hanging.
+func TestSessionStartFailsClearlyUnderALowFDLimit(t *testing.T) {
+	e := newTestEngine(t)
+	e.testSetup = "ulimit -n 40;"
+	_, err := e.CreateSession(ctxT(t, 10*time.Second), SessionOptions{})
+	if err == nil || !strings.Contains(err.Error(), "fds 50-52") {
+		t.Fatalf("CreateSession: %v, want a failure naming fds 50-52", err)
+	}
+	if n := len(e.ListSessions()); n != 0 {
+		t.Errorf("%d sessions listed after the failed start", n)
 	}
 }

@@ -245,8 +245,13 @@ const depthExpr = `${BASH_SOURCE[@]+${#BASH_SOURCE[@]}}+0`
 const disarmText = `__muxd_a=2;\builtin trap - DEBUG;\builtin set +T;__muxd_a=`
 
 // lostFDStatus is the shell's exit status when a command closed fd 50,
-// the loop's command pipe.
-const lostFDStatus = "98"
+// the loop's command pipe; badSetupStatus when the setup could not put
+// bash's copies at fds 50-52 (a bash that numbers them otherwise, or a
+// descriptor limit under 53).
+const (
+	lostFDStatus   = "98"
+	badSetupStatus = "97"
+)
 
 // setupLine is the shell's first and last line of shell code: it defines
 // the loop (readonly: users cannot unset or change it) and enters it.
@@ -262,14 +267,15 @@ const lostFDStatus = "98"
 // at 50, 51 and 52, and the group closes the fillers: fds 10 and up stay
 // the user's (`exec 10>lock`, `{fd}>file`), which bash would otherwise
 // refuse to replace or hand out from under the loop. Programs the
-// commands start inherit only what the group gives them. The check fails
-// the shell at start (status 97) if bash ever numbered the copies
-// otherwise.
+// commands start inherit only what the group gives them. The shell
+// exits at start with badSetupStatus if the copies are not there, or if
+// bash could not make them (the group never runs; the loop never
+// returns from it).
 func setupLine(dir, mark, extra string) string {
 	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
 		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
 		extra + `for __muxd_i in {10..49}; do \builtin eval "\command exec $__muxd_i</dev/null";done;\command exec 50<&- 51<&- 52<&-;` +
-		`{ for __muxd_i in {10..49}; do \command exec {__muxd_i}<&-;done;[[ -p /dev/fd/50 ]]||\builtin exit 97;\builtin eval "$__muxd_L";} <&- >&- 2>&-` + "\n"
+		`{ for __muxd_i in {10..49}; do \command exec {__muxd_i}<&-;done;[[ -p /dev/fd/50 ]]||\builtin exit ` + badSetupStatus + `;\builtin eval "$__muxd_L";} <&- >&- 2>&-;\builtin exit ` + badSetupStatus + "\n"
 }
 
 // shQuote quotes s for bash as one word.
