@@ -525,9 +525,9 @@ func (s *session) markDead(st proc.Status) {
 	s.deadReason = "shell ended: " + st.String()
 	switch {
 	case st.Signal != 0:
-	case strconv.Itoa(st.Code) == lostFDStatus:
+	case st.Code == lostFDStatus:
 		s.deadReason += ": a command closed fd 50, the session's command pipe"
-	case strconv.Itoa(st.Code) == badSetupStatus && !s.ready.Load():
+	case st.Code == badSetupStatus && !s.ready.Load():
 		s.deadReason += ": bash did not keep its pipes at fds 50-52 (bash 5 and a descriptor limit of at least 64 are needed)"
 	}
 	if l := s.shellOut.lastLine(); l != "" {

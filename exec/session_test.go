@@ -132,16 +132,24 @@ func TestSessionDeadReasonKeepsBashsWords(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: "enable -n read"})
-	if s, err := e.session(sid); err == nil {
-		select {
-		case <-s.child.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("the shell did not end within 5 s")
-		}
-	}
+	awaitShellEnd(t, e, sid)
 	_, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"})
 	if !errors.Is(err, ErrSessionDead) || !strings.Contains(err.Error(), "read") || !strings.Contains(err.Error(), "exit 1") {
 		t.Errorf("next exec: %v, want ErrSessionDead with exit 1 and bash's words about read", err)
+	}
+}
+
+// awaitShellEnd waits up to 5 s for session sid's shell to end.
+func awaitShellEnd(t *testing.T, e *Engine, sid string) {
+	t.Helper()
+	s, err := e.session(sid)
+	if err != nil {
+		return // already gone
+	}
+	select {
+	case <-s.child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shell did not end within 5 s")
 	}
 }
 
@@ -179,13 +187,7 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 			}
 			// The shell may end just after its last marker (closing fd
 			// 50 ends it at its next read).
-			if s, err := e.session(sid); err == nil {
-				select {
-				case <-s.child.Done():
-				case <-time.After(5 * time.Second):
-					t.Fatal("the shell did not end within 5 s")
-				}
-			}
+			awaitShellEnd(t, e, sid)
 			_, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"})
 			if !errors.Is(err, ErrSessionDead) || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("next exec: %v, want ErrSessionDead mentioning %q", err, tc.reason)

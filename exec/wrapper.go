@@ -164,7 +164,7 @@ func loopText(dir, mark string) string {
 	return trap + `;while ((1)); do while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
 		`IFS= \builtin read -r -u 50 __muxd_x||{ __muxd_s=$?;((__muxd_s>128))&&\builtin continue;` +
-		`[[ -p /dev/fd/50 ]]||\builtin exit ` + lostFDStatus + `;IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52;\builtin exit "$__muxd_s";};` +
+		`[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(lostFDStatus) + `;IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52;\builtin exit "$__muxd_s";};` +
 		`__muxd_p=1;` +
 		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches +
 		`*) __muxd_n= __muxd_b=;[[ -z ${__muxd_a-} ]]||\builtin eval "$__muxd_D";if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
@@ -249,8 +249,8 @@ const disarmText = `__muxd_a=2;\builtin trap - DEBUG;\builtin set +T;__muxd_a=`
 // bash's copies at fds 50-52 (a bash that numbers them otherwise, or a
 // descriptor limit under 53).
 const (
-	lostFDStatus   = "98"
-	badSetupStatus = "97"
+	lostFDStatus   = 98
+	badSetupStatus = 97
 )
 
 // setupLine is the shell's first and last line of shell code: it defines
@@ -275,7 +275,7 @@ func setupLine(dir, mark, extra string) string {
 	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
 		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
 		extra + `for __muxd_i in {10..49}; do \builtin eval "\command exec $__muxd_i</dev/null";done;\command exec 50<&- 51<&- 52<&-;` +
-		`{ for __muxd_i in {10..49}; do \command exec {__muxd_i}<&-;done;[[ -p /dev/fd/50 ]]||\builtin exit ` + badSetupStatus + `;\builtin eval "$__muxd_L";} <&- >&- 2>&-;\builtin exit ` + badSetupStatus + "\n"
+		`{ for __muxd_i in {10..49}; do \command exec {__muxd_i}<&-;done;[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(badSetupStatus) + `;\builtin eval "$__muxd_L";} <&- >&- 2>&-;\builtin exit ` + strconv.Itoa(badSetupStatus) + "\n"
 }
 
 // shQuote quotes s for bash as one word.
