@@ -87,6 +87,7 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 		{"fd 51 closed (markers fall back to exit records)", "exec 51>&-"},
 		{"fd variables", "exec {a}>/dev/null {b}</dev/null; echo $a $b >&2"},
 		{"stdin closed", "exec <&-"},
+		{"low descriptor limit", "ulimit -n 5"},
 	}
 	e := newTestEngine(t)
 	for _, tc := range tests {
@@ -101,6 +102,21 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionUserDEBUGTrapPrinting: a DEBUG trap that prints runs before
+// each command, as in a terminal (its output is the command's), and never
+// reaches the loop's marker.
+func TestSessionUserDEBUGTrapPrinting(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "trap 'printf D' DEBUG"})
+	for i := range 3 {
+		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: fmt.Sprintf("echo ok%d; (exit 10)", i)})
+		if want := fmt.Sprintf("ok%d\n", i); !strings.HasSuffix(string(r.Stdout), want) || code(r) != 10 {
+			t.Fatalf("run %d: stdout %q code %d, want it to end with %q, and 10", i, r.Stdout, code(r), want)
+		}
 	}
 }
 
