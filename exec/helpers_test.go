@@ -78,6 +78,17 @@ func newSession(t testing.TB, e *Engine, o SessionOptions) string {
 	return info.ID
 }
 
+// sessionOf returns the engine's session sid, for tests that look at its
+// shell.
+func sessionOf(t testing.TB, e *Engine, sid string) *session {
+	t.Helper()
+	s, err := e.session(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func strp(s string) *string { return &s }
 
 // openFDs counts this process's open file descriptors.

@@ -27,10 +27,7 @@ func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: "kept=yes"})
-	s, err := e.session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionOf(t, e, sid)
 	done := goExec(e, sid, "late", "echo go; sleep 100; echo after")
 	waitOutput(t, e, "late", Stdout, "go\n")
 	sleepPID := waitChild(t, s.child, "sleep")
@@ -78,10 +75,7 @@ func TestInterruptFollowUpSparesCleanupAfterTheTrap(t *testing.T) {
 func TestInterruptEndsAShellThatNeverTakesIt(t *testing.T) {
 	e := newTestEngine(t, func(c *Config) { c.KillGrace = 100 * time.Millisecond })
 	sid := newSession(t, e, SessionOptions{})
-	s, err := e.session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionOf(t, e, sid)
 	done := goExec(e, sid, "stuck", `echo go; exec perl -e '$SIG{INT} = "IGNORE"; if (!fork) { $SIG{INT} = "DEFAULT"; exec "sleep", "100" } 1 while 1'`)
 	waitOutput(t, e, "stuck", Stdout, "go\n")
 	waitChild(t, s.child, "sleep")
@@ -103,10 +97,7 @@ func TestInterruptEndsAShellThatNeverTakesIt(t *testing.T) {
 func TestInterruptLeavesAStoppedShellAlone(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
-	s, err := e.session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionOf(t, e, sid)
 	done := goExec(e, sid, "stopped", "echo go; sleep 100")
 	waitOutput(t, e, "stopped", Stdout, "go\n")
 	waitChild(t, s.child, "sleep")
@@ -291,10 +282,7 @@ f() { trap 'g; trap - RETURN' RETURN; echo go; sleep 100; }`})
 func TestInterruptLeavesAUserINTTrapsProgramsAlone(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
-	s, err := e.session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionOf(t, e, sid)
 	script := filepath.Join(t.TempDir(), "setup.sh")
 	if err := os.WriteFile(script, []byte("trap 'echo trapped; sleep 0.3 && echo cleaned' INT\n"), 0o600); err != nil {
 		t.Fatal(err)
