@@ -294,11 +294,9 @@ func (s *session) await(ctx context.Context, exitPath, line string, timeout time
 	if _, err := s.stdin.WriteString(line); err != nil {
 		// Nobody reads the command pipe: the shell ended (or is ending)
 		// before this command reached it, so the command never ran.
+		// waitDeath marks the session dead, so alive says why.
 		s.waitDeath()
-		if err := s.alive(); err != nil {
-			return outcome{}, err
-		}
-		return outcome{}, fmt.Errorf("%w: session %q: the shell stopped reading commands", ErrSessionDead, s.id)
+		return outcome{}, s.alive()
 	}
 	if !s.ctlBroken {
 		if o, ok := s.awaitMarker(ctx, timeout, slow); ok {
