@@ -77,7 +77,9 @@
 // comes while bash forks: bash blocks signals then, so the child it is
 // forking misses the SIGINT and the shell would wait for it; until the
 // trap acknowledges the interrupt, what the shell forked right after it
-// went gets a SIGINT of its own. And a shell that livelocks on the SIGINT
+// went gets a SIGINT of its own, and so does a child that was still
+// inside its fork (bash 5.2 can lose the signal there) once it exec'd.
+// And a shell that livelocks on the SIGINT
 // (bash's handler raising it again forever, spinning; the child it
 // waited for left a zombie) is ended, with that reason, rather than hang
 // the command. A

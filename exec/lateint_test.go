@@ -55,6 +55,34 @@ func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 	}
 }
 
+// A child still inside bash's fork when the interrupt comes has SIGINT
+// blocked and the shell's handler in place; bash 5.2 unblocks it there
+// and the signal ends up in a flag that the exec forgets. Perl plays that
+// child: it blocks SIGINT, swallows it once told to go on (SIGUSR1),
+// then execs sleep. The shell got its SIGINT and waits for sleep, so the
+// follow-up must give the exec'd program one of its own.
+func TestInterruptReachesAChildThatLostItInItsFork(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	s := sessionOf(t, e, sid)
+	done := goExec(e, sid, "forking", `echo go; perl -e 'use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die;
+$SIG{INT} = sub {}; $go = 0; $SIG{USR1} = sub { $go = 1 }; $| = 1; print "blocked\n";
+for (1 .. 2000) { last if $go; select(undef, undef, undef, 0.005) }
+sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGINT)) or die; exec "sleep", "100"'; echo after`)
+	waitOutput(t, e, "forking", Stdout, "go\nblocked\n")
+	perl := waitChild(t, s.child, "perl")
+	if err := e.InterruptSession(sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(perl, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	r := recvOrTimeout(t, done, 10*time.Second, "the command whose child lost the SIGINT in its fork")
+	if code(r) != 130 || string(r.Stdout) != "go\nblocked\n" {
+		t.Errorf("code %d, stdout %q; want 130 and the output before the interrupt", code(r), r.Stdout)
+	}
+}
+
 // Once the trap ran, the follow-up leaves alone what the shell forks
 // after the interrupt: here a function's RETURN-trap cleanup, whose sleep
 // outlives several rounds of the follow-up.
@@ -150,7 +178,9 @@ func TestInterruptSoakEveryInterruptEndsTheCommand(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+				if i%2 == 1 { // else at once: sleep may still be inside its fork
+					time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+				}
 				if err := e.KillProcess(id, unix.SIGINT, 0); err != nil {
 					t.Error(err)
 					return
@@ -198,16 +228,33 @@ func TestInterruptSoakEveryInterruptEndsTheCommand(t *testing.T) {
 // returns the child's pid.
 func waitChild(t *testing.T, p *proc.Process, name string) int {
 	t.Helper()
+	return waitChildWhere(t, p, name, func(c int) bool {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c))
+		return err == nil && strings.TrimSpace(string(comm)) == name
+	})
+}
+
+// waitChildArgv0 is waitChild for a child whose argv[0] is argv0.
+func waitChildArgv0(t *testing.T, p *proc.Process, argv0 string) int {
+	t.Helper()
+	return waitChildWhere(t, p, argv0, func(c int) bool {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+		return err == nil && strings.HasPrefix(string(cmdline), argv0+"\x00")
+	})
+}
+
+func waitChildWhere(t *testing.T, p *proc.Process, what string, match func(pid int) bool) int {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, c := range p.Children() {
-			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c)); err == nil && strings.TrimSpace(string(comm)) == name {
+			if match(c) {
 				return c
 			}
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("process %d never started %s", p.Pid, name)
+	t.Fatalf("process %d never started %s", p.Pid, what)
 	return 0
 }
 
@@ -249,11 +296,14 @@ func procState(pid int) string {
 
 // A second interrupt that lands in a RETURN-trap cleanup ends what the
 // cleanup runs, and the unwinding goes on from where it was: the cleanup
-// does not start over.
+// does not start over. (It comes once the cleanup's sleep runs: one that
+// comes just before, while bash runs the unwinding's DEBUG trap, returns
+// from that trap instead, and the cleanup goes on.)
 func TestSecondInterruptInACleanupDoesNotRestartIt(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
-	mustExec(t, e, ExecRequest{SessionID: sid, Command: `g() { echo g-start; sleep 100; echo g-end; }
+	s := sessionOf(t, e, sid)
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: `g() { echo g-start; /bin/sleep 100; echo g-end; }
 f() { trap 'g; trap - RETURN' RETURN; echo go; sleep 100; }`})
 	done := goExec(e, sid, "twice", "f; echo after")
 	waitOutput(t, e, "twice", Stdout, "go\n")
@@ -261,6 +311,7 @@ f() { trap 'g; trap - RETURN' RETURN; echo go; sleep 100; }`})
 		t.Fatal(err)
 	}
 	waitOutput(t, e, "twice", Stdout, "go\ng-start\n")
+	waitChildArgv0(t, s.child, "/bin/sleep")
 	if err := e.InterruptSession(sid); err != nil {
 		t.Fatal(err)
 	}

@@ -595,6 +595,7 @@ func (s *session) interrupt() {
 	var mark lateMark
 	if busy {
 		mark = lateMark{children: s.child.Children(), lastPID: proc.LastPID(), at: proc.Ticks()}
+		mark.forking = s.child.ForkingChildren(unix.SIGINT) // last: closest to the signal
 	}
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
 	if busy {
@@ -632,9 +633,10 @@ var lateRounds = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond
 
 // lateMark is what interrupt noted just before its SIGINT went.
 type lateMark struct {
-	children []int  // the shell's children then
-	lastPID  int    // proc.LastPID
-	at       uint64 // proc.Ticks
+	children []int          // the shell's children then
+	lastPID  int            // proc.LastPID
+	at       uint64         // proc.Ticks
+	forking  []proc.Forking // the children still inside their fork
 }
 
 // lateInterrupt is the follow-up of the running command's interrupt.
@@ -675,12 +677,15 @@ func (s *session) followUpLocked(gen uint64, mark lateMark) {
 // child ends (`sleep 100`: 100 s). So while the command runs on, and the
 // trap has not acknowledged the interrupt (it creates D/n.t), what the
 // shell forked right after the SIGINT went gets one of its own, as if it
-// had come a moment later. Nothing older gets a second: a program that
-// takes its time over a Ctrl-C is left to it. Nor does what a user's own
-// INT trap starts (it takes the SIGINT instead of ours, and does not
-// acknowledge): once the shell reaped a child it had when the SIGINT
-// went, it was waiting, not forking, and what it forks then is the
-// trap's; and a command whose text may set a trap gets no late SIGINTs.
+// had come a moment later. So does a child that was still inside its
+// fork when the SIGINT went (bash 5.2 loses the signal there; see
+// proc.ForkingChildren), once it exec'd. Nothing else older gets a
+// second: a program that takes its time over a Ctrl-C is left to it.
+// Nor does what a user's own INT trap starts (it takes the SIGINT
+// instead of ours, and does not acknowledge): once the shell reaped a
+// child it had when the SIGINT went, it was waiting, not forking, and
+// what it forks then is the trap's; and a command whose text may set a
+// trap gets no late SIGINTs.
 // A trap that a sourced script sets, run in a loop of builtins, is the
 // case left: its programs started in the first 50 ms get one.
 func (s *session) recheckInterrupt(gen uint64, seq int) {
@@ -704,6 +709,9 @@ func (s *session) recheckInterrupt(gen uint64, seq int) {
 		if reapedAny(l.mark.children, s.child.Children()) {
 			late = nil
 		}
+		// A child still inside its fork when the SIGINT went lost it
+		// (bash 5.2), or soon will: it gets one once it exec'd.
+		late = append(late, s.child.LeftFork(l.mark.forking, unix.SIGINT)...)
 	}
 	zombies := s.child.ZombieChildren()
 	cpu := s.child.CPUTicks()

@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -64,20 +65,125 @@ func (p *Process) SignalNewChildGroups(sig syscall.Signal, since uint64) int {
 // ignores reports whether pid ignores sig (SigIgn in /proc/<pid>/status);
 // false when it cannot tell.
 func ignores(pid int, sig syscall.Signal) bool {
+	m, ok := readSigMasks(pid)
+	return ok && m.ign&sigBit(sig) != 0
+}
+
+// sigMasks are a process's signal masks from /proc/<pid>/status.
+type sigMasks struct{ blk, ign, cgt uint64 }
+
+func sigBit(sig syscall.Signal) uint64 { return 1 << (uint(sig) - 1) }
+
+func readSigMasks(pid int) (sigMasks, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return false
+		return sigMasks{}, false
 	}
-	_, rest, ok := bytes.Cut(b, []byte("\nSigIgn:"))
-	if !ok {
-		return false
+	field := func(name string) (uint64, bool) {
+		_, rest, ok := bytes.Cut(b, []byte("\n"+name+":"))
+		if !ok {
+			return 0, false
+		}
+		line, _, _ := bytes.Cut(rest, []byte("\n"))
+		v, err := strconv.ParseUint(string(bytes.TrimSpace(line)), 16, 64)
+		return v, err == nil
 	}
-	line, _, _ := bytes.Cut(rest, []byte("\n"))
-	mask, err := strconv.ParseUint(string(bytes.TrimSpace(line)), 16, 64)
-	if err != nil {
-		return false
+	var m sigMasks
+	var ok1, ok2, ok3 bool
+	m.blk, ok1 = field("SigBlk")
+	m.ign, ok2 = field("SigIgn")
+	m.cgt, ok3 = field("SigCgt")
+	return m, ok1 && ok2 && ok3
+}
+
+// Forking is a child that was still inside its parent's fork when a
+// signal went (see [Process.ForkingChildren]).
+type Forking struct {
+	Pid   int
+	start uint64 // its start time, against pid reuse
+}
+
+// ForkingChildren lists the child's own children that are still inside
+// their fork as far as sig goes: sig blocked (bash blocks SIGINT, SIGCHLD
+// and SIGTERM around fork, and the new process inherits that mask), or a
+// copy of the child (same executable and command line) catching sig, its
+// handlers not reset yet. Read just before a signal to the group, it
+// tells which children may lose it: bash 5.2 unblocks the signals in a
+// new child before it marks it as one that must not run the parent's
+// traps, so a SIGINT pending there sets a trap flag in the child, and the
+// exec forgets it. The parent got the SIGINT too, and waits for that
+// child to end before it runs its trap. A subshell (a copy catching sig)
+// is listed too; [Process.LeftFork] never lists it.
+func (p *Process) ForkingChildren(sig syscall.Signal) []Forking {
+	if p.Exited() {
+		return nil
 	}
-	return mask&(1<<(uint(sig)-1)) != 0
+	var out []Forking
+	var img *image
+	for _, pid := range p.Children() {
+		m, ok := readSigMasks(pid)
+		if !ok {
+			continue
+		}
+		forking := m.blk&sigBit(sig) != 0
+		if !forking && m.cgt&sigBit(sig) != 0 {
+			if img == nil {
+				img = imageOf(p.Pid)
+			}
+			forking = img.same(pid)
+		}
+		if st, ok := readStat(pid); forking && ok && st.state != 'Z' {
+			out = append(out, Forking{Pid: pid, start: st.start})
+		}
+	}
+	return out
+}
+
+// LeftFork lists those of forking (see [Process.ForkingChildren]) that
+// still run and are past their fork now: sig no longer blocked and, if
+// they catch it, no longer a copy of the child (they exec'd a program,
+// maybe the same shell running a script). A signal sent to them now is
+// not lost the way the one to their group may have been. A copy that
+// catches sig (a subshell with its own trap) is never listed.
+func (p *Process) LeftFork(forking []Forking, sig syscall.Signal) []int {
+	if p.Exited() || len(forking) == 0 {
+		return nil
+	}
+	img := imageOf(p.Pid)
+	var out []int
+	for _, f := range forking {
+		st, ok := readStat(f.Pid)
+		if !ok || st.start != f.start || st.ppid != p.Pid || st.state == 'Z' {
+			continue // ended, reaped or another process now
+		}
+		m, ok := readSigMasks(f.Pid)
+		if !ok || m.blk&sigBit(sig) != 0 {
+			continue
+		}
+		if m.cgt&sigBit(sig) != 0 && img.same(f.Pid) {
+			continue
+		}
+		out = append(out, f.Pid)
+	}
+	return out
+}
+
+// image is what tells a forked copy of a process from a program it
+// exec'd: the executable and the command line (a copy keeps both; a
+// script run by the same shell binary has its own command line).
+type image struct{ exe, cmdline string }
+
+func imageOf(pid int) *image {
+	id := strconv.Itoa(pid)
+	exe, _ := os.Readlink("/proc/" + id + "/exe")
+	cmd, _ := os.ReadFile("/proc/" + id + "/cmdline")
+	return &image{exe: exe, cmdline: string(cmd)}
+}
+
+// same reports whether pid runs the image (false when it cannot tell).
+func (img *image) same(pid int) bool {
+	o := imageOf(pid)
+	return img.exe != "" && o.exe == img.exe && o.cmdline == img.cmdline
 }
 
 // LastPID is the pid the kernel handed out last in muxd's pid namespace
@@ -129,7 +235,8 @@ func (p *Process) Children() []int {
 // group went, and so never got it: its own children with a pid above
 // lastPID (see [LastPID]) started in the ticks right after since (see
 // [Ticks]; the two together rule out a pid that wrapped around), and
-// what they started since, through late parents.
+// what they started since, through late parents; parents first, the
+// order to signal them in.
 //
 // This mends a race of a shell that traps the signal: bash blocks
 // signals while it forks, so a SIGINT to its group in that window reaches
@@ -174,6 +281,9 @@ func (p *Process) LateChildren(lastPID int, since uint64) []int {
 	for pid := range reached {
 		out = append(out, pid)
 	}
+	// Parents first (pids grow, bar a wrap): a shell whose child dies of
+	// SIGINT before the shell got its own goes on with its next command.
+	slices.Sort(out)
 	return out
 }
 

@@ -124,10 +124,13 @@ func TestLateChildrenAreWhatWasForkedRightAfterTheMark(t *testing.T) {
 	if _, err := inW.WriteString("go\n"); err != nil {
 		t.Fatal(err)
 	}
+	// Until sleep exec'd, the late bash may still be inside its fork,
+	// where bash 5.2 can lose a SIGINT.
 	pollUntil(t, "the late bash and its sleep", func() bool {
 		for _, st := range snapshot() {
 			if c, ok := readStat(st.ppid); ok && c.ppid == p.Pid && c.pid != old && st.state != 'Z' {
-				return true
+				comm, err := os.ReadFile("/proc/" + strconv.Itoa(st.pid) + "/comm")
+				return err == nil && string(comm) == "sleep\n"
 			}
 		}
 		return false
@@ -174,4 +177,62 @@ func TestTicksIsAProcessStartTime(t *testing.T) {
 	if !ok || st.start+1 < before || st.start > after+1 {
 		t.Fatalf("a child started at tick %d, between Ticks() %d and %d", st.start, before, after)
 	}
+}
+
+func TestForkingChildrenAreThoseThatMayLoseASignal(t *testing.T) {
+	// A child with SIGINT blocked (as one inside bash's fork), a program
+	// that catches nothing, and a subshell with its own INT trap (a copy
+	// of the shell catching SIGINT).
+	p, inW, sc := startScript(t, `perl -e 'use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die;
+$go = 0; $SIG{USR1} = sub { $go = 1 }; print "perl $$\n"; STDOUT->flush;
+for (1 .. 12000) { last if $go; select(undef, undef, undef, 0.005) }
+sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGINT)) or die; sleep 60' &
+sleep 60 & echo "plain $!"; read -r _; ( trap 'echo trapped' INT; echo "sub $BASHPID"; sleep 60; echo done )`)
+	pids := map[string]int{}
+	for len(pids) < 3 {
+		if len(pids) == 2 { // perl printed its pid once SIGINT was blocked
+			if _, err := inW.WriteString("go\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !sc.Scan() {
+			t.Fatalf("no pid: %v", sc.Err())
+		}
+		name, pid, _ := strings.Cut(sc.Text(), " ")
+		pids[name], _ = strconv.Atoi(pid)
+	}
+	blocked, plain, sub := pids["perl"], pids["plain"], pids["sub"]
+	pollUntil(t, "the subshell catching SIGINT", func() bool {
+		m, ok := readSigMasks(sub)
+		return ok && m.cgt&sigBit(unix.SIGINT) != 0
+	})
+	pidsOf := func(fs []Forking) []int {
+		out := []int{}
+		for _, f := range fs {
+			out = append(out, f.Pid)
+		}
+		slices.Sort(out)
+		return out
+	}
+	forking := p.ForkingChildren(unix.SIGINT)
+	want := []int{blocked, sub}
+	slices.Sort(want)
+	if got := pidsOf(forking); !slices.Equal(got, want) {
+		t.Fatalf("forking children %v, want the blocking perl and the subshell %v (plain child %d)", got, want, plain)
+	}
+	if left := p.LeftFork(forking, unix.SIGINT); len(left) != 0 {
+		t.Errorf("left the fork while still blocking SIGINT or a copy of the shell: %v", left)
+	}
+	if err := unix.Kill(blocked, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "perl past its fork", func() bool {
+		return slices.Equal(p.LeftFork(forking, unix.SIGINT), []int{blocked})
+	})
+	if err := unix.Kill(blocked, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the killed perl gone from the list", func() bool {
+		return len(p.LeftFork(forking, unix.SIGINT)) == 0
+	})
 }
