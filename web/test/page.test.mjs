@@ -308,9 +308,13 @@ describe('the page in Chromium', { skip }, () => {
         page.waitForFunction(([sel, line]) => [...document.querySelectorAll(sel)].some((e) => e.textContent.split('\n').includes(line)),
           [sel, line], { timeout: 15000 }).catch(async (err) => {
           const state = await page.evaluate(() => {
-            const v = globalThis.muxd.tabs.active?.view;
-            return JSON.stringify({ next: v?.store?.next, seq: v?.store?.seq, drawn: v?.drawn, follow: v?.follow, frame: v?.frame,
-              ended: v?.ended, eof: v?.eof, attached: !!v?.ch, proc: v?.proc, tail: v?.store?.lines.slice(-3) });
+            const active = globalThis.muxd.tabs.active;
+            const v = active?.view;
+            return JSON.stringify({ tab: active?.key, next: v?.store?.next, seq: v?.store?.seq, drawn: v?.drawn, follow: v?.follow, frame: v?.frame,
+              ended: v?.ended, eof: v?.eof, attached: !!v?.ch, proc: v?.proc, tail: v?.store?.lines.slice(-3),
+              formMsg: document.querySelector('#proc-form .form-msg')?.textContent,
+              startDisabled: document.querySelector('#proc-form button[type=submit]')?.disabled,
+              procs: [...document.querySelectorAll('#proc-list .proc')].map((e) => e.textContent.slice(0, 60)) });
           });
           throw new Error(`${err.message}\nlog view state: ${state}`);
         });
