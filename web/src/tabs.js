@@ -51,28 +51,43 @@ export class Tabs {
     ({ firstPending: first, bootPending: bootChanged } = this);
     this.firstPending = this.bootPending = false;
     for (const t of list) {
-      if (!this.#find(`t:${t.id}`) && !t.exited) this.#addTerminal(t, false);
+      if (!this.#find(`t:${t.id}`) && !t.exited) this.#addTerminal(t);
     }
     // Terminals never shown stay detached until activated: a page opened
     // next to many busy terminals must not replay all of them at once.
     await Promise.all(this.tabs.filter((t) => t.kind !== 'term' || t.shown).map((t) => t.view.attach()));
     const live = this.tabs.some((t) => t.kind === 'term' && !t.view.gone && !t.view.exited);
-    if ((first && this.tabs.length === 0) || (bootChanged && !live)) await this.newTerminal();
-    else if (!this.active && this.tabs.length > 0) this.activate(this.tabs[0]);
+    if ((first && this.tabs.length === 0) || (bootChanged && !live)) await this.newTerminal({ auto: true });
+    else if (!this.active && this.tabs.length > 0) this.activate(this.tabs[0], !this.#typingElsewhere());
+  }
+
+  /**
+   * #typingElsewhere tells whether the user is in a form field outside
+   * the panes (the process or exec form): a tab the page opens by itself
+   * must not take the keys from it (an Enter meant for the form would
+   * reach the shell).
+   */
+  #typingElsewhere() {
+    const a = document.activeElement;
+    return !!a && !this.panes.contains(a) && a.matches('input, textarea, select, [contenteditable]:not([contenteditable="false"])');
   }
 
   async #fetchTerminal(id) {
     try {
       const { terminals } = await this.client.call('terminal.list', {}, { timeoutMs: SHORT_MS });
       const t = terminals.find((x) => x.id === id);
-      if (t && !this.#find(`t:${id}`)) this.#addTerminal(t, false); // attached when shown
+      if (t && !this.#find(`t:${id}`)) this.#addTerminal(t); // attached when shown
     } catch {
       // The next handshake's sync picks it up.
     }
   }
 
-  /** newTerminal creates a terminal on the daemon and opens its tab. */
-  async newTerminal() {
+  /**
+   * newTerminal creates a terminal on the daemon and opens its tab. With
+   * auto (the page's own first terminal) it takes the focus only if the
+   * user is not typing elsewhere by then.
+   */
+  async newTerminal({ auto = false } = {}) {
     const n = ++this.counter;
     const params = { title: `shell ${n}` };
     const size = this.#guessSize();
@@ -80,10 +95,10 @@ export class Tabs {
     try {
       const t = await this.client.call('terminal.create', params, { timeoutMs: SHORT_MS });
       let tab = this.#find(`t:${t.id}`);
-      if (!tab) tab = this.#addTerminal(t, true);
-      this.activate(tab);
+      if (!tab) tab = this.#addTerminal(t);
+      this.activate(tab, !auto || !this.#typingElsewhere());
       await tab.view.attach();
-      tab.view.focus();
+      if (!auto || !this.#typingElsewhere()) tab.view.focus();
       return tab;
     } catch (err) {
       this.#flash(`Could not create a terminal: ${err.message}`);
@@ -114,13 +129,14 @@ export class Tabs {
     }
   }
 
-  #addTerminal(t, focus) {
+  /** #addTerminal adds t's tab, and shows it if no tab is shown yet. */
+  #addTerminal(t) {
     const pane = el('div', { class: 'pane term', role: 'tabpanel' });
     this.panes.append(pane);
     const tab = this.#addTab(`t:${t.id}`, 'term', null, pane, t.title || t.id);
     tab.view = new TerminalView({ client: this.client, info: t, pane, onChange: () => this.#label(tab) });
     tab.view.term.attachCustomKeyEventHandler((ev) => !isShortcut(ev));
-    if (focus || !this.active) this.activate(tab);
+    if (!this.active) this.activate(tab, !this.#typingElsewhere());
     return tab;
   }
 

@@ -122,6 +122,41 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('the page\'s first terminal does not take the keys from a form the user is typing in', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+    const page = await ctx.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e));
+    // The daemon's messages wait until the user is in the form, so the
+    // page creates its first terminal only after that.
+    let release;
+    const held = new Promise((r) => { release = r; });
+    await page.routeWebSocket(/\/ws(\?|$)/, (ws) => {
+      const server = ws.connectToServer();
+      ws.onMessage((m) => server.send(m));
+      server.onMessage(async (m) => {
+        await held;
+        ws.send(m);
+      });
+    });
+    try {
+      await page.goto(d.url);
+      await page.focus('#proc-form input[name=command]');
+      await page.keyboard.type('echo from-the-form');
+      release();
+      await page.waitForFunction(() => globalThis.muxd.tabs.active?.view?.ch, null, { timeout: 10000 });
+      await waitTerm(page, /\S/); // the shell is attached: a focus would have come by now
+      assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), 'Process command');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction(() => [...document.querySelectorAll('.pane.log:not([hidden]) .ln')]
+        .some((e) => e.textContent.split('\n').includes('from-the-form')), null, { timeout: 15000 });
+      assert.doesNotMatch(await termText(page), /from-the-form/);
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+
   test('on a phone the key bar sends Ctrl-C and a sticky Ctrl', async () => {
     const { ctx, page, errors } = await openPage(browser, d, { width: 390, height: 760 });
     try {
