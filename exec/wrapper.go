@@ -35,12 +35,9 @@ import (
 //
 //	BRANCHES  = '') RUN(/dev/null);; i) RUN(D/i);; o) UNDO(/dev/null);; io) UNDO(D/i);;
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
-//	__muxd_T  = ACK; ARM; unless AGAIN: note the frame in __muxd_r;
-//	            \builtin return 130 2>/dev/null || { __muxd_n=1;
+//	__muxd_T  = ACK; ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
 //	ACK       = if D/n exists: create D/n.t
-//	AGAIN     = armed, in a function or sourced file the trap returned from
-//	            before (DEPTH/FUNCNAME/caller's line in __muxd_r): its RETURN trap
 //	ARM       = if armed, or D/n exists and set -T was off:
 //	            __muxd_d=DEPTH (armed: the least of it and __muxd_d) __muxd_a=1 __muxd_n=1; set -T
 //	            trap 'if DEPTH < __muxd_d: __muxd_d=DEPTH; \builtin return 130 2>/dev/null' DEBUG
@@ -225,16 +222,6 @@ const restoreText = `__muxd_j=${#__muxd_v[@]};` +
 // __muxd_a is 1 while armed (or arming) and 2 while disarming, when
 // arming again is not allowed.
 //
-// A `return` from a function's RETURN trap returns from the function
-// again, and bash runs the trap again: a second interrupt in a cleanup
-// would start it over. So once armed, the trap notes each frame it
-// returns from (its depth, function and caller's line in __muxd_r, reset
-// by the disarming), and in one of those it does not return: the
-// interrupt ends the cleanup's program, and the cleanup goes on with its
-// next command. A first interrupt that lands in the cleanup of a function
-// that returned by itself cannot tell it from the function's body, and
-// starts that cleanup over once.
-//
 // Arming needs an interrupt from muxd (D/n: a stray SIGINT, say from a
 // user's kill -INT 0, only returns from where it lands) and functrace
 // off: a shell with set -T on (the user's own DEBUG or RETURN traps) is
@@ -246,18 +233,16 @@ const trapText = `[[ ! -e $__muxd_N ]]||\builtin : 2>/dev/null >|"$__muxd_N.t"||
 	`[[ ${__muxd_a-} == 1 || -z ${__muxd_a-} && $- != *T* && -e $__muxd_N ]]&&` +
 	`{ __muxd_d=$((${__muxd_a:-0}==1&&__muxd_d<` + depthExpr + `?__muxd_d:` + depthExpr + `)) __muxd_a=1 __muxd_n=1;\builtin set -T;` +
 	`\builtin trap '((` + depthExpr + `<__muxd_d))&&{ __muxd_d=$((` + depthExpr + `));\builtin return 130 2>/dev/null||\builtin :;}||\builtin :' DEBUG;};` +
-	`__muxd_f=;[[ ${__muxd_a-} != 1 ]]||((` + depthExpr + `==0))||__muxd_f=" $((` + depthExpr + `))/${FUNCNAME[0]-}/${BASH_LINENO[0]-} ";` +
-	`[[ -n $__muxd_f && " ${__muxd_r-} " == *"$__muxd_f"* ]]||{ __muxd_r+=${__muxd_f% };` +
-	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};};}`
+	`\builtin return 130 2>/dev/null||{ __muxd_n=1;[[ -z ${__muxd_p-}||! -e $__muxd_N ]]||{ __muxd_b=130;\builtin break;};}`
 
 // depthExpr is how deep the shell is in functions and sourced files
 // (0 at the top), for arithmetic, and with set -u too.
 const depthExpr = `${BASH_SOURCE[@]+${#BASH_SOURCE[@]}}+0`
 
-// disarmText ends the unwinding that trapText armed, and forgets the
-// frames it returned from. If an interrupt breaks out of it, __muxd_a
-// stays set and the loop runs it again before the next command.
-const disarmText = `__muxd_a=2;\builtin trap - DEBUG;\builtin set +T;__muxd_r= __muxd_a=`
+// disarmText ends the unwinding that trapText armed. If an interrupt
+// breaks out of it, __muxd_a stays set and the loop runs it again before
+// the next command.
+const disarmText = `__muxd_a=2;\builtin trap - DEBUG;\builtin set +T;__muxd_a=`
 
 // lostFDStatus is the shell's exit status when a command closed fd 50,
 // the loop's command pipe; badSetupStatus when the setup could not put
