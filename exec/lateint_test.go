@@ -55,31 +55,106 @@ func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 	}
 }
 
-// A child still inside bash's fork when the interrupt comes has SIGINT
-// blocked and the shell's handler in place; bash 5.2 unblocks it there
-// and the signal ends up in a flag that the exec forgets. Perl plays that
-// child: it blocks SIGINT, swallows it once told to go on (SIGUSR1),
-// then execs sleep. The shell got its SIGINT and waits for sleep, so the
-// follow-up must give the exec'd program one of its own.
+// A child still inside bash's fork when the interrupt comes is a copy of
+// the shell with SIGINT blocked or bash's handler in place; bash 5.2
+// unblocks it there and the signal ends up in a flag that the exec
+// forgets, while the shell waits for what the child exec'd. The test
+// makes that state with a subshell that catches SIGINT (trap :), taken
+// into the mark as if just forked, and a SIGINT to the shell alone; once
+// the subshell execs sleep, the follow-up must give sleep one of its own.
 func TestInterruptReachesAChildThatLostItInItsFork(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "kept=yes"})
 	s := sessionOf(t, e, sid)
-	done := goExec(e, sid, "forking", `echo go; perl -e 'use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die;
-$SIG{INT} = sub {}; $go = 0; $SIG{USR1} = sub { $go = 1 }; $| = 1; print "blocked\n";
-for (1 .. 2000) { last if $go; select(undef, undef, undef, 0.005) }
-sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGINT)) or die; exec "sleep", "100"'; echo after`)
-	waitOutput(t, e, "forking", Stdout, "go\nblocked\n")
-	perl := waitChild(t, s.child, "perl")
+	dir := t.TempDir()
+	gate, script := filepath.Join(dir, "go"), filepath.Join(dir, "sub.sh")
+	// Sourced, so the command's text shows no trap (which would turn the
+	// follow-up off: see session.startCommand).
+	if err := os.WriteFile(script, []byte("trap : INT; while [ ! -e "+gate+" ]; do sleep 0.01; done; exec sleep 100\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := goExec(e, sid, "forking", "echo go; ( . "+script+" ); echo after")
+	waitOutput(t, e, "forking", Stdout, "go\n")
+	sub := waitChild(t, s.child, "bash")
+	since := startTicks(t, sub)
+	var forking []proc.Forking
+	for range 1000 { // until its trap is set: then it catches SIGINT
+		if forking = s.child.ForkingChildren(unix.SIGINT, since); len(forking) == 1 && forking[0].Pid == sub {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if len(forking) != 1 || forking[0].Pid != sub {
+		t.Fatalf("the subshell %d is not taken for a child inside its fork: %v", sub, forking)
+	}
+	mark := lateMark{children: s.child.Children(), lastPID: proc.LastPID(), at: since, forking: forking}
+
+	s.sigMu.Lock()
+	busy, _, _, gen := s.flagLocked()
+	if !busy {
+		s.sigMu.Unlock()
+		t.Fatal("the session is not busy with the command")
+	}
+	if err := s.child.Signal(unix.SIGINT); err != nil {
+		s.sigMu.Unlock()
+		t.Fatal(err)
+	}
+	s.followUpLocked(gen, mark)
+	s.sigMu.Unlock()
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := recvOrTimeout(t, done, 10*time.Second, "the command whose child lost the SIGINT in its fork")
+	if code(r) != 130 || string(r.Stdout) != "go\n" {
+		t.Errorf("code %d, stdout %q; want 130 and the output before the interrupt", code(r), r.Stdout)
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo $kept"}); string(r.Stdout) != "yes\n" {
+		t.Errorf("the session after the interrupt: %q", r.Stdout)
+	}
+}
+
+// A program that blocks SIGINT for a while (posix_spawn does, for a
+// moment) gets the interrupt when it unblocks, and no second one from
+// the follow-up: it is no copy of the shell in its fork.
+func TestInterruptGivesAProgramThatBlockedItOneSIGINT(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	done := goExec(e, sid, "blocker", `perl -MPOSIX -e 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die;
+$n = 0; $SIG{INT} = sub { $n++ }; $| = 1; print "blocked\n"; select(undef, undef, undef, 0.5);
+sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGINT)) or die;
+for (1 .. 150) { select(undef, undef, undef, 0.01) } print "n=$n\n"'`)
+	waitOutput(t, e, "blocker", Stdout, "blocked\n")
 	if err := e.InterruptSession(sid); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Kill(perl, unix.SIGUSR1); err != nil {
+	// perl lives past the follow-up's 1 s round.
+	r := recvOrTimeout(t, done, 10*time.Second, "the interrupted perl")
+	if code(r) != 130 || string(r.Stdout) != "blocked\nn=1\n" {
+		t.Errorf("code %d, stdout %q; want 130 and one SIGINT", code(r), r.Stdout)
+	}
+}
+
+// A subshell catches SIGINT while it waits (bash's handler), so it looks
+// like a child inside its fork; one that started well before the
+// interrupt is not taken for one, and what it execs after its program
+// took the interrupt gets no second SIGINT.
+func TestInterruptSparesWhatAnOlderSubshellExecsLater(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	done := goExec(e, sid, "sub", `( perl -e '$SIG{INT} = sub { print "p1 INT\n"; exit 0 }; $| = 1;
+select(undef, undef, undef, 0.2); print "p1\n"; sleep 100'
+exec perl -e '$SIG{INT} = sub { print "p2 INT\n"; exit 3 }; $| = 1; print "p2\n";
+for (1 .. 150) { select(undef, undef, undef, 0.01) } print "p2 done\n"' )`)
+	waitOutput(t, e, "sub", Stdout, "p1\n")
+	if err := e.InterruptSession(sid); err != nil {
 		t.Fatal(err)
 	}
-	r := recvOrTimeout(t, done, 10*time.Second, "the command whose child lost the SIGINT in its fork")
-	if code(r) != 130 || string(r.Stdout) != "go\nblocked\n" {
-		t.Errorf("code %d, stdout %q; want 130 and the output before the interrupt", code(r), r.Stdout)
+	// p2 lives past the follow-up's 1 s round.
+	r := recvOrTimeout(t, done, 10*time.Second, "the interrupted subshell")
+	if code(r) != 130 || string(r.Stdout) != "p1\np1 INT\np2\np2 done\n" {
+		t.Errorf("code %d, stdout %q; want 130 and p2 left alone", code(r), r.Stdout)
 	}
 }
 

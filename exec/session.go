@@ -595,7 +595,7 @@ func (s *session) interrupt() {
 	var mark lateMark
 	if busy {
 		mark = lateMark{children: s.child.Children(), lastPID: proc.LastPID(), at: proc.Ticks()}
-		mark.forking = s.child.ForkingChildren(unix.SIGINT) // last: closest to the signal
+		mark.forking = s.child.ForkingChildren(unix.SIGINT, mark.at) // last: closest to the signal
 	}
 	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
 	if busy {

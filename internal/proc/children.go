@@ -103,36 +103,41 @@ type Forking struct {
 	start uint64 // its start time, against pid reuse
 }
 
-// ForkingChildren lists the child's own children that are still inside
-// their fork as far as sig goes: sig blocked (bash blocks SIGINT, SIGCHLD
-// and SIGTERM around fork, and the new process inherits that mask), or a
-// copy of the child (same executable and command line) catching sig, its
-// handlers not reset yet. Read just before a signal to the group, it
-// tells which children may lose it: bash 5.2 unblocks the signals in a
-// new child before it marks it as one that must not run the parent's
-// traps, so a SIGINT pending there sets a trap flag in the child, and the
-// exec forgets it. The parent got the SIGINT too, and waits for that
-// child to end before it runs its trap. A subshell (a copy catching sig)
-// is listed too; [Process.LeftFork] never lists it.
-func (p *Process) ForkingChildren(sig syscall.Signal) []Forking {
-	if p.Exited() {
+// ForkingChildren lists the child's own children that may still be
+// inside their fork as far as sig goes: copies of the child (same
+// executable and command line: not exec'd yet) that started in the ticks
+// around since (see [Ticks]) and block sig (bash blocks SIGINT, SIGCHLD
+// and SIGTERM around fork, and the new process inherits that mask) or
+// catch it (the parent's handler, not reset yet). Read just before a
+// signal to the group, it tells which children may lose it: bash 5.2
+// unblocks the signals in a new child before it marks it as one that
+// must not run the parent's traps, so a SIGINT pending there sets a trap
+// flag in the child, and the exec forgets it. The parent got the SIGINT
+// too, and waits for that child to end before it runs its trap.
+//
+// A program that blocks or catches sig for itself is no copy, and an
+// older copy (a subshell that waits for a program, catching SIGINT
+// meanwhile) is not recent: neither is listed. A subshell that started
+// just before is, and [Process.LeftFork] lists it only once it exec'd.
+func (p *Process) ForkingChildren(sig syscall.Signal, since uint64) []Forking {
+	if p.Exited() || since == 0 {
 		return nil
 	}
 	var out []Forking
 	var img *image
 	for _, pid := range p.Children() {
-		m, ok := readSigMasks(pid)
-		if !ok {
+		st, ok := readStat(pid)
+		if !ok || st.state == 'Z' || st.start+lateChildTicks < since {
 			continue
 		}
-		forking := m.blk&sigBit(sig) != 0
-		if !forking && m.cgt&sigBit(sig) != 0 {
-			if img == nil {
-				img = imageOf(p.Pid)
-			}
-			forking = img.same(pid)
+		m, ok := readSigMasks(pid)
+		if !ok || (m.blk|m.cgt)&sigBit(sig) == 0 {
+			continue
 		}
-		if st, ok := readStat(pid); forking && ok && st.state != 'Z' {
+		if img == nil {
+			img = imageOf(p.Pid)
+		}
+		if img.same(pid) {
 			out = append(out, Forking{Pid: pid, start: st.start})
 		}
 	}
@@ -140,11 +145,10 @@ func (p *Process) ForkingChildren(sig syscall.Signal) []Forking {
 }
 
 // LeftFork lists those of forking (see [Process.ForkingChildren]) that
-// still run and are past their fork now: sig no longer blocked and, if
-// they catch it, no longer a copy of the child (they exec'd a program,
-// maybe the same shell running a script). A signal sent to them now is
-// not lost the way the one to their group may have been. A copy that
-// catches sig (a subshell with its own trap) is never listed.
+// still run and have left their fork: they exec'd a program (maybe the
+// same shell running a script) and do not block sig. A signal sent to
+// them now is not lost the way the one to their group may have been. A
+// copy that never execs (a subshell) is never listed.
 func (p *Process) LeftFork(forking []Forking, sig syscall.Signal) []int {
 	if p.Exited() || len(forking) == 0 {
 		return nil
@@ -156,12 +160,11 @@ func (p *Process) LeftFork(forking []Forking, sig syscall.Signal) []int {
 		if !ok || st.start != f.start || st.ppid != p.Pid || st.state == 'Z' {
 			continue // ended, reaped or another process now
 		}
-		m, ok := readSigMasks(f.Pid)
-		if !ok || m.blk&sigBit(sig) != 0 {
+		if m, ok := readSigMasks(f.Pid); !ok || m.blk&sigBit(sig) != 0 {
 			continue
 		}
-		if m.cgt&sigBit(sig) != 0 && img.same(f.Pid) {
-			continue
+		if o := imageOf(f.Pid); o.exe == "" || *o == *img {
+			continue // gone, or still a copy
 		}
 		out = append(out, f.Pid)
 	}

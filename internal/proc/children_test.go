@@ -180,31 +180,43 @@ func TestTicksIsAProcessStartTime(t *testing.T) {
 }
 
 func TestForkingChildrenAreThoseThatMayLoseASignal(t *testing.T) {
-	// A child with SIGINT blocked (as one inside bash's fork), a program
-	// that catches nothing, and a subshell with its own INT trap (a copy
-	// of the shell catching SIGINT).
-	p, inW, sc := startScript(t, `perl -e 'use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die;
-$go = 0; $SIG{USR1} = sub { $go = 1 }; print "perl $$\n"; STDOUT->flush;
-for (1 .. 12000) { last if $go; select(undef, undef, undef, 0.005) }
-sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGINT)) or die; sleep 60' &
-sleep 60 & echo "plain $!"; read -r _; ( trap 'echo trapped' INT; echo "sub $BASHPID"; sleep 60; echo done )`)
+	// A perl parent plays the shell. Its children: a copy that blocks
+	// SIGINT and, once told, unblocks it and execs sleep (bash's child
+	// inside its fork); a copy that catches SIGINT and stays a copy (a
+	// subshell); and a program of its own that blocks SIGINT (what
+	// posix_spawn does for a moment), which got its signal: no copy.
+	since := Ticks()
+	env, _ := Env(os.Environ(), nil)
+	outR, outW, _ := os.Pipe()
+	t.Cleanup(func() { outR.Close() })
+	p, err := Start(Spec{Path: "perl", Args: []string{"perl", "-MPOSIX", "-e", `$| = 1;
+sub kid { my $pid = fork(); die "fork" unless defined $pid; if ($pid == 0) { $_[0]->(); exit 0 } }
+kid(sub { sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die; $go = 0; $SIG{USR1} = sub { $go = 1 };
+  print "blocked $$\n"; for (1 .. 12000) { last if $go; select(undef, undef, undef, 0.005) }
+  sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGINT)) or die; exec "sleep", "60" });
+kid(sub { $SIG{INT} = sub {}; print "catching $$\n"; sleep 60 });
+kid(sub { exec "perl", "-MPOSIX", "-e", 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die; $| = 1; print "other $$\n"; sleep 60' });
+sleep 60`}, Env: env, Stdout: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.KillTree(unix.SIGKILL, 0) })
+	outW.Close()
+	_ = outR.SetReadDeadline(time.Now().Add(20 * time.Second))
+	sc := bufio.NewScanner(outR)
 	pids := map[string]int{}
-	for len(pids) < 3 {
-		if len(pids) == 2 { // perl printed its pid once SIGINT was blocked
-			if _, err := inW.WriteString("go\n"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if !sc.Scan() {
-			t.Fatalf("no pid: %v", sc.Err())
-		}
+	for len(pids) < 3 && sc.Scan() {
 		name, pid, _ := strings.Cut(sc.Text(), " ")
 		pids[name], _ = strconv.Atoi(pid)
 	}
-	blocked, plain, sub := pids["perl"], pids["plain"], pids["sub"]
-	pollUntil(t, "the subshell catching SIGINT", func() bool {
-		m, ok := readSigMasks(sub)
-		return ok && m.cgt&sigBit(unix.SIGINT) != 0
+	blocked, catching, other := pids["blocked"], pids["catching"], pids["other"]
+	if blocked == 0 || catching == 0 || other == 0 {
+		t.Fatalf("children %v: %v", pids, sc.Err())
+	}
+	pollUntil(t, "the copy catching SIGINT and the program blocking it", func() bool {
+		c, ok1 := readSigMasks(catching)
+		o, ok2 := readSigMasks(other)
+		return ok1 && ok2 && c.cgt&sigBit(unix.SIGINT) != 0 && o.blk&sigBit(unix.SIGINT) != 0
 	})
 	pidsOf := func(fs []Forking) []int {
 		out := []int{}
@@ -214,25 +226,28 @@ sleep 60 & echo "plain $!"; read -r _; ( trap 'echo trapped' INT; echo "sub $BAS
 		slices.Sort(out)
 		return out
 	}
-	forking := p.ForkingChildren(unix.SIGINT)
-	want := []int{blocked, sub}
+	forking := p.ForkingChildren(unix.SIGINT, since)
+	want := []int{blocked, catching}
 	slices.Sort(want)
 	if got := pidsOf(forking); !slices.Equal(got, want) {
-		t.Fatalf("forking children %v, want the blocking perl and the subshell %v (plain child %d)", got, want, plain)
+		t.Fatalf("forking children %v, want the two copies %v (not the program %d)", got, want, other)
+	}
+	if late := p.ForkingChildren(unix.SIGINT, since+100); len(late) != 0 {
+		t.Errorf("copies started a second before the mark listed: %v", pidsOf(late))
 	}
 	if left := p.LeftFork(forking, unix.SIGINT); len(left) != 0 {
-		t.Errorf("left the fork while still blocking SIGINT or a copy of the shell: %v", left)
+		t.Errorf("left the fork while still copies: %v", left)
 	}
 	if err := unix.Kill(blocked, unix.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "perl past its fork", func() bool {
+	pollUntil(t, "the blocking copy past its exec", func() bool {
 		return slices.Equal(p.LeftFork(forking, unix.SIGINT), []int{blocked})
 	})
 	if err := unix.Kill(blocked, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the killed perl gone from the list", func() bool {
+	pollUntil(t, "the killed child gone from the list", func() bool {
 		return len(p.LeftFork(forking, unix.SIGINT)) == 0
 	})
 }
