@@ -32,21 +32,33 @@ func TestInterruptReachesAChildForkedAsItCame(t *testing.T) {
 	waitOutput(t, e, "late", Stdout, "go\n")
 	sleepPID := waitChild(t, s.child, "sleep")
 	mark := lateMark{lastPID: sleepPID - 1, at: startTicks(t, sleepPID)}
+	interruptShellAlone(t, s, mark)
 
+	wantInterruptedAtGo(t, e, sid, done, "the command whose child missed the SIGINT")
+}
+
+// interruptShellAlone sends SIGINT to the shell alone, as if the one to
+// its group had missed the children that mark names, and starts the
+// follow-up with mark.
+func interruptShellAlone(t *testing.T, s *session, mark lateMark) {
+	t.Helper()
 	s.sigMu.Lock()
+	defer s.sigMu.Unlock()
 	busy, _, _, gen := s.flagLocked()
 	if !busy {
-		s.sigMu.Unlock()
 		t.Fatal("the session is not busy with the command")
 	}
 	if err := s.child.Signal(unix.SIGINT); err != nil {
-		s.sigMu.Unlock()
 		t.Fatal(err)
 	}
 	s.followUpLocked(gen, mark)
-	s.sigMu.Unlock()
+}
 
-	r := recvOrTimeout(t, done, 10*time.Second, "the command whose child missed the SIGINT")
+// wantInterruptedAtGo checks that the command ended with 130 after its
+// "go" line, and that the shell kept its state ($kept is yes).
+func wantInterruptedAtGo(t *testing.T, e *Engine, sid string, done <-chan ExecResult, what string) {
+	t.Helper()
+	r := recvOrTimeout(t, done, 10*time.Second, what)
 	if code(r) != 130 || string(r.Stdout) != "go\n" {
 		t.Errorf("code %d, stdout %q; want 130 and the output before the interrupt", code(r), r.Stdout)
 	}
@@ -89,72 +101,41 @@ func TestInterruptReachesAChildThatLostItInItsFork(t *testing.T) {
 		t.Fatalf("the subshell %d is not taken for a child inside its fork: %v", sub, forking)
 	}
 	mark := lateMark{children: s.child.Children(), lastPID: proc.LastPID(), at: since, forking: forking}
-
-	s.sigMu.Lock()
-	busy, _, _, gen := s.flagLocked()
-	if !busy {
-		s.sigMu.Unlock()
-		t.Fatal("the session is not busy with the command")
-	}
-	if err := s.child.Signal(unix.SIGINT); err != nil {
-		s.sigMu.Unlock()
-		t.Fatal(err)
-	}
-	s.followUpLocked(gen, mark)
-	s.sigMu.Unlock()
+	interruptShellAlone(t, s, mark)
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	r := recvOrTimeout(t, done, 10*time.Second, "the command whose child lost the SIGINT in its fork")
-	if code(r) != 130 || string(r.Stdout) != "go\n" {
-		t.Errorf("code %d, stdout %q; want 130 and the output before the interrupt", code(r), r.Stdout)
-	}
-	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo $kept"}); string(r.Stdout) != "yes\n" {
-		t.Errorf("the session after the interrupt: %q", r.Stdout)
-	}
+	wantInterruptedAtGo(t, e, sid, done, "the command whose child lost the SIGINT in its fork")
 }
 
-// A program that blocks SIGINT for a while (posix_spawn does, for a
-// moment) gets the interrupt when it unblocks, and no second one from
-// the follow-up: it is no copy of the shell in its fork.
-func TestInterruptGivesAProgramThatBlockedItOneSIGINT(t *testing.T) {
-	e := newTestEngine(t)
-	sid := newSession(t, e, SessionOptions{})
-	done := goExec(e, sid, "blocker", `perl -MPOSIX -e 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die;
-$n = 0; $SIG{INT} = sub { $n++ }; $| = 1; print "blocked\n"; select(undef, undef, undef, 0.5);
+// The follow-up gives no second SIGINT to what got the first. A program
+// that blocks SIGINT for a while (posix_spawn does, for a moment) gets
+// it when it unblocks: it is no copy of the shell inside its fork. A
+// subshell catches SIGINT while it waits (bash's handler), but one that
+// started well before the interrupt is not taken for a child inside its
+// fork, and what it execs after its program took the interrupt is left
+// alone. Each program lives past the follow-up's 1 s round.
+func TestInterruptFollowUpGivesNoSecondSIGINT(t *testing.T) {
+	tests := []struct{ name, cmd, want string }{
+		{"a program that blocked it", `perl -MPOSIX -e 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGINT)) or die;
+$n = 0; $SIG{INT} = sub { $n++ }; $| = 1; print "go\n"; select(undef, undef, undef, 0.5);
 sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGINT)) or die;
-for (1 .. 150) { select(undef, undef, undef, 0.01) } print "n=$n\n"'`)
-	waitOutput(t, e, "blocker", Stdout, "blocked\n")
-	if err := e.InterruptSession(sid); err != nil {
-		t.Fatal(err)
+for (1 .. 150) { select(undef, undef, undef, 0.01) } print "n=$n\n"'`, "go\nn=1\n"},
+		{"what an older subshell execs later", `( perl -e '$SIG{INT} = sub { print "p1 INT\n"; exit 0 }; $| = 1;
+select(undef, undef, undef, 0.2); print "go\n"; sleep 100'
+exec perl -e '$SIG{INT} = sub { print "p2 INT\n"; exit 3 }; $| = 1; print "p2\n";
+for (1 .. 150) { select(undef, undef, undef, 0.01) } print "p2 done\n"' )`, "go\np1 INT\np2\np2 done\n"},
 	}
-	// perl lives past the follow-up's 1 s round.
-	r := recvOrTimeout(t, done, 10*time.Second, "the interrupted perl")
-	if code(r) != 130 || string(r.Stdout) != "blocked\nn=1\n" {
-		t.Errorf("code %d, stdout %q; want 130 and one SIGINT", code(r), r.Stdout)
-	}
-}
-
-// A subshell catches SIGINT while it waits (bash's handler), so it looks
-// like a child inside its fork; one that started well before the
-// interrupt is not taken for one, and what it execs after its program
-// took the interrupt gets no second SIGINT.
-func TestInterruptSparesWhatAnOlderSubshellExecsLater(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
-	done := goExec(e, sid, "sub", `( perl -e '$SIG{INT} = sub { print "p1 INT\n"; exit 0 }; $| = 1;
-select(undef, undef, undef, 0.2); print "p1\n"; sleep 100'
-exec perl -e '$SIG{INT} = sub { print "p2 INT\n"; exit 3 }; $| = 1; print "p2\n";
-for (1 .. 150) { select(undef, undef, undef, 0.01) } print "p2 done\n"' )`)
-	waitOutput(t, e, "sub", Stdout, "p1\n")
-	if err := e.InterruptSession(sid); err != nil {
-		t.Fatal(err)
-	}
-	// p2 lives past the follow-up's 1 s round.
-	r := recvOrTimeout(t, done, 10*time.Second, "the interrupted subshell")
-	if code(r) != 130 || string(r.Stdout) != "p1\np1 INT\np2\np2 done\n" {
-		t.Errorf("code %d, stdout %q; want 130 and p2 left alone", code(r), r.Stdout)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := interruptAtGo(t, e, sid, fmt.Sprint("once-", i), tc.cmd)
+			if code(r) != 130 || string(r.Stdout) != tc.want {
+				t.Errorf("code %d, stdout %q; want 130 and %q", code(r), r.Stdout, tc.want)
+			}
+		})
 	}
 }
 
