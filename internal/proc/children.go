@@ -124,7 +124,7 @@ func (p *Process) ForkingChildren(sig syscall.Signal, since uint64) []Forking {
 		return nil
 	}
 	var out []Forking
-	var img *image
+	var img image // read at the first candidate
 	for _, pid := range p.Children() {
 		st, ok := readStat(pid)
 		if !ok || st.state == 'Z' || st.start+lateChildTicks < since {
@@ -134,7 +134,7 @@ func (p *Process) ForkingChildren(sig syscall.Signal, since uint64) []Forking {
 		if !ok || (m.blk|m.cgt)&sigBit(sig) == 0 {
 			continue
 		}
-		if img == nil {
+		if img.exe == "" {
 			img = imageOf(p.Pid)
 		}
 		if img.same(pid) {
@@ -163,7 +163,7 @@ func (p *Process) LeftFork(forking []Forking, sig syscall.Signal) []int {
 		if m, ok := readSigMasks(f.Pid); !ok || m.blk&sigBit(sig) != 0 {
 			continue
 		}
-		if o := imageOf(f.Pid); o.exe == "" || *o == *img {
+		if o := imageOf(f.Pid); o.exe == "" || o == img {
 			continue // gone, or still a copy
 		}
 		out = append(out, f.Pid)
@@ -176,17 +176,17 @@ func (p *Process) LeftFork(forking []Forking, sig syscall.Signal) []int {
 // script run by the same shell binary has its own command line).
 type image struct{ exe, cmdline string }
 
-func imageOf(pid int) *image {
+// imageOf reads pid's image; exe is "" when it cannot tell.
+func imageOf(pid int) image {
 	id := strconv.Itoa(pid)
 	exe, _ := os.Readlink("/proc/" + id + "/exe")
 	cmd, _ := os.ReadFile("/proc/" + id + "/cmdline")
-	return &image{exe: exe, cmdline: string(cmd)}
+	return image{exe: exe, cmdline: string(cmd)}
 }
 
 // same reports whether pid runs the image (false when it cannot tell).
-func (img *image) same(pid int) bool {
-	o := imageOf(pid)
-	return img.exe != "" && o.exe == img.exe && o.cmdline == img.cmdline
+func (img image) same(pid int) bool {
+	return img.exe != "" && imageOf(pid) == img
 }
 
 // LastPID is the pid the kernel handed out last in muxd's pid namespace

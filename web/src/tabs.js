@@ -95,10 +95,12 @@ export class Tabs {
     try {
       const t = await this.client.call('terminal.create', params, { timeoutMs: SHORT_MS });
       let tab = this.#find(`t:${t.id}`);
+      // Asked again after the attach: the user may have moved meanwhile.
+      const focus = () => !auto || !this.#typingElsewhere();
       if (!tab) tab = this.#addTerminal(t);
-      this.activate(tab, !auto || !this.#typingElsewhere());
+      this.activate(tab, focus());
       await tab.view.attach();
-      if (!auto || !this.#typingElsewhere()) tab.view.focus();
+      if (focus()) tab.view.focus();
       return tab;
     } catch (err) {
       this.#flash(`Could not create a terminal: ${err.message}`);
