@@ -45,6 +45,7 @@ fuzz:
 	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzParsePayloads$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzConnFrames$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/termmodes/ -run '^$$' -fuzz '^FuzzModes$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin web/dist/assets web/dist/index.html

@@ -139,9 +139,18 @@ func TestCLIAttachRawModeResizeAndDetach(t *testing.T) {
 	if !strings.Contains(out, "40 120") {
 		t.Fatalf("resize did not reach the terminal: %q", out)
 	}
-	// Ctrl-] detaches; the terminal lives on.
+	// A program leaves this terminal in its alternate screen with
+	// bracketed paste on; Ctrl-] detaches (the terminal lives on) and
+	// puts this one back.
+	if _, err := ptmx.Write([]byte("printf '\\033[?1049h\\033[?2004h'; echo modes-$((1+2))\r")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, ptmx, "modes-3", 15*time.Second)
 	if _, err := ptmx.Write([]byte{0x1d}); err != nil {
 		t.Fatal(err)
+	}
+	if out := readUntil(t, ptmx, "[detached from", 10*time.Second); !strings.Contains(out, "\x1b[?2004l\x1b[?1049l") {
+		t.Fatalf("detach did not undo the program's modes: %q", out)
 	}
 	select {
 	case err := <-exited:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"syscall"
+
+	"github.com/muxd/muxd/internal/termmodes"
 )
 
 // Attachment is one reader (and, unless read-only, writer) of a terminal.
@@ -45,6 +47,9 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	first, end := t.ring.first(), t.ring.end
 	info := AttachInfo{Instance: t.instance, First: first, End: end, Cols: t.cols, Rows: t.rows}
 	start := opts.From
+	// A viewer that has not seen the bytes before first (a new one, or
+	// one that lost some) gets the modes they set ahead of the replay.
+	head, restore := t.ring.head, start < first && first > 0
 	if start < 0 {
 		start = first
 	}
@@ -74,11 +79,40 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	t.atts[a] = struct{}{}
 	t.mu.Unlock()
 
+	i := 0
 	if len(scratch) > 0 {
-		i := alignStart(scratch, int(start-ctxStart), known)
+		i = alignStart(scratch, int(start-ctxStart), known)
 		a.replay = dropQueries(scratch[i:])
 	}
+	if restore {
+		// Here scratch starts at first. The bytes replay skips may end a
+		// sequence that set a mode.
+		head.Feed(scratch[:i])
+		if !head.Default() {
+			a.replay = append(head.AppendRestore(nil), a.replay...)
+			if head.AltScreen() && altScreenAtEnd(head, scratch[i:]) {
+				t.redraw()
+			}
+		}
+	}
 	return a, info, nil
+}
+
+// altScreenAtEnd reports whether a full-screen program that was drawing
+// at the ring's head (head) still is after the retained bytes.
+func altScreenAtEnd(head termmodes.Modes, retained []byte) bool {
+	head.Feed(retained)
+	return head.AltScreen()
+}
+
+// redraw asks the terminal's foreground program to draw its screen again,
+// for a viewer whose replay holds only its latest changes: a SIGWINCH,
+// which full-screen programs answer by redrawing (what dtach's winch
+// redraw does). Programs that do not handle it ignore it.
+func (t *Terminal) redraw() {
+	if err := t.Signal(syscall.SIGWINCH); err != nil {
+		t.cfg.Logger.Debug("terminal redraw", "id", t.id, "err", err)
+	}
 }
 
 // ReadOnly reports whether the attachment drops input.

@@ -14,7 +14,11 @@
 // Replay starts on a UTF-8 and escape-sequence boundary, and terminal
 // queries (DA, DSR/CPR, DECRQM, XTVERSION, OSC colour queries, DECRQSS,
 // XTGETTCAP, window reports) are dropped from replayed bytes: a fresh xterm
-// would answer them and the answers would be typed into the shell.
+// would answer them and the answers would be typed into the shell. A
+// replay that starts after lost output first sets the terminal modes in
+// effect there (alternate screen, key and mouse modes: the ring follows
+// what it overwrites with internal/termmodes), and asks a full-screen
+// program still drawing to redraw with SIGWINCH.
 //
 // Backpressure: an attachment that stops pulling holds the PTY reader back
 // only while it is less than a ring's worth behind and for at most

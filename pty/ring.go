@@ -1,5 +1,7 @@
 package pty
 
+import "github.com/muxd/muxd/internal/termmodes"
+
 // initialRing is a new ring's allocation; it grows by doubling up to its
 // size, so idle terminals cost little memory.
 const initialRing = 16 << 10 // 16 KiB
@@ -14,6 +16,10 @@ type ring struct {
 	buf  []byte
 	size int
 	end  int64 // offset one past the last byte written
+	// head is the terminal modes in effect at the oldest retained byte:
+	// the bytes the ring overwrites are fed to it first, so a replay
+	// from first can begin by setting them (see Attach).
+	head termmodes.Modes
 }
 
 func newRing(size int) ring { return ring{buf: make([]byte, min(size, initialRing)), size: size} }
@@ -34,7 +40,9 @@ func (r *ring) write(p []byte) {
 		copy(buf, r.buf[:r.end])
 		r.buf = buf
 	}
+	r.evict(r.end + int64(len(p)) - int64(len(r.buf)))
 	if len(p) > len(r.buf) {
+		r.head.Feed(p[:len(p)-len(r.buf)])
 		r.end += int64(len(p) - len(r.buf))
 		p = p[len(p)-len(r.buf):]
 	}
@@ -43,6 +51,19 @@ func (r *ring) write(p []byte) {
 		n := copy(r.buf[i:], p)
 		r.end += int64(n)
 		p = p[n:]
+	}
+}
+
+// evict feeds head the retained bytes before offset to, which a write is
+// about to overwrite (bytes of the write itself are fed by write).
+func (r *ring) evict(to int64) {
+	from := r.first()
+	to = min(to, r.end)
+	for from < to {
+		i := int(from % int64(len(r.buf)))
+		n := min(int(to-from), len(r.buf)-i)
+		r.head.Feed(r.buf[i : i+n])
+		from += int64(n)
 	}
 }
 

@@ -3,6 +3,8 @@ package pty
 import (
 	"bytes"
 	"testing"
+
+	"github.com/muxd/muxd/internal/termmodes"
 )
 
 func TestRingKeepsLastBytesWithAbsoluteOffsets(t *testing.T) {
@@ -83,5 +85,23 @@ func TestRingGrowsThenWrapsLikeAFlatBuffer(t *testing.T) {
 	}
 	if len(r.buf) != size {
 		t.Fatalf("grew to %d, want %d", len(r.buf), size)
+	}
+}
+
+// The ring's head follows exactly the bytes it overwrote, however the
+// writes fall: split sequences, wraps, writes larger than the ring.
+func TestRingHeadHoldsTheModesOfOverwrittenBytes(t *testing.T) {
+	const size = 16
+	stream := "\x1b[?1049h" + "abcdefghijklmnopq" + "\x1b[?2004h" + "0123456789012345678" + "\x1b[?1049l" + "xyz"
+	for chunk := 1; chunk <= len(stream); chunk++ {
+		r := newRing(size)
+		for i := 0; i < len(stream); i += chunk {
+			r.write([]byte(stream[i:min(len(stream), i+chunk)]))
+		}
+		var want termmodes.Modes
+		want.Feed([]byte(stream[:r.first()]))
+		if got, w := string(r.head.AppendRestore(nil)), string(want.AppendRestore(nil)); got != w {
+			t.Fatalf("chunks of %d: head restores %q, want %q (first %d)", chunk, got, w, r.first())
+		}
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/internal/termmodes"
 )
 
 const attachUsage = `Usage: muxd attach [flags] [ID]
@@ -21,7 +23,9 @@ const attachUsage = `Usage: muxd attach [flags] [ID]
 Attaches this terminal to a muxd terminal (a new one when no ID is
 given): keys go to it, its output comes here, the size follows this
 window. Detach with Ctrl-] (the terminal keeps running; attach again
-later). Exits with the shell's exit code when it ends.
+later). Leaving puts this terminal back in its normal screen and modes,
+whatever the program inside left on. Exits with the shell's exit code
+when it ends.
 
 Flags:
 `
@@ -112,23 +116,64 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
+	screen := &modeWriter{w: stdout, tty: isTTY}
+	defer screen.undo()
 	out := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(stdout, t)
+		_, err := io.Copy(screen, t)
 		out <- err
 	}()
 	select {
 	case <-detached:
+		screen.undo()
 		fmt.Fprintf(stderr, "\r\n[detached from %s; muxd attach %s to return]\r\n", t.ID(), t.ID())
 		return 0
 	case err := <-out:
 		if err != nil {
+			screen.undo()
 			fmt.Fprintf(stderr, "\r\nmuxd attach: %v\r\n", err)
 			return 1
 		}
 	}
 	code, sig, _ := t.Exit()
 	return exitCode(code, sig, false)
+}
+
+// modeWriter writes a terminal's output here and follows the modes it
+// sets, so that leaving (a detach, a lost connection, a program killed
+// inside its alternate screen) puts this terminal back as it was: shell
+// screen, normal keys, no mouse reports, no bracketed paste.
+type modeWriter struct {
+	w   io.Writer
+	tty bool // w is a terminal: undo writes to it
+
+	mu   sync.Mutex // guards the fields below; held across writes to w, so undo comes after the last write
+	m    termmodes.Modes
+	done bool // undone: later output is dropped
+}
+
+func (mw *modeWriter) Write(p []byte) (int, error) {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	if mw.done {
+		return len(p), nil
+	}
+	mw.m.Feed(p)
+	return mw.w.Write(p)
+}
+
+// undo writes what takes this terminal out of the modes the output set,
+// once; output after it is dropped.
+func (mw *modeWriter) undo() {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	if mw.done {
+		return
+	}
+	mw.done = true
+	if b := mw.m.AppendUndo(nil); mw.tty && len(b) > 0 {
+		_, _ = mw.w.Write(b) // Best effort: the terminal may be gone.
+	}
 }
 
 // termSize returns f's window size, or 0, 0 when f is not a terminal.

@@ -1,0 +1,94 @@
+package pty
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// fullScreen is a perl program playing a full-screen one: it enters the
+// alternate screen and sets key modes, draws more than the ring keeps,
+// then prints a tick every 20 ms and "REDRAWN-n" on each SIGWINCH, for
+// at most 30 s.
+const fullScreen = `$| = 1; my $n = 0; $SIG{WINCH} = sub { $n++; print "REDRAWN-$n\n" };
+print "\e[?1049h\e[?1h\e[?2004h\e="; print(("x" x 79) . "\n") for 1 .. 2000; print "READY\n";
+for my $i (1 .. 1500) { print "TICK-$i\n"; select(undef, undef, undef, 0.02) }`
+
+func TestLateViewerGetsTheModesSetBeforeItsReplay(t *testing.T) {
+	m := newTestManager(t, Config{RingSize: 64 << 10})
+	term, err := m.Create(CreateOptions{Shell: "perl", Args: []string{"-e", fullScreen}})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	c := attach(t, term, AttachOptions{From: -1})
+	c.waitFor(t, "READY")
+	c.waitFor(t, "TICK-2")
+	const restore = "\x1b[?1049h\x1b[?1h\x1b[?2004h\x1b="
+
+	// A new viewer: the modes, then the retained bytes, and the program
+	// is asked to redraw (its first drawing is gone from the ring).
+	fresh := attach(t, term, AttachOptions{From: -1})
+	fresh.waitSync(t)
+	if r := fresh.replayString(); !strings.HasPrefix(r, restore) || strings.Count(r, "\x1b[?1049h") != 1 {
+		t.Fatalf("replay starts %q, want the modes %q once, first", r[:min(len(r), 40)], restore)
+	}
+	fresh.waitFor(t, "REDRAWN-1")
+
+	// A viewer resuming where another stopped already has the modes: no
+	// restore, no redraw. The ticks show time passing for a wrong signal
+	// to be answered.
+	var syncAt int64
+	fresh.mu.Lock()
+	for _, ev := range fresh.events {
+		if ev.Kind == EventSync {
+			syncAt = ev.Offset
+		}
+	}
+	fresh.mu.Unlock()
+	resumed := attach(t, term, AttachOptions{From: syncAt})
+	resumed.waitSync(t)
+	if r := resumed.replayString(); strings.Contains(r, "\x1b[?1049h") {
+		t.Fatalf("a resumed replay restores modes: %q", r[:min(len(r), 40)])
+	}
+	tick := lastTick(fresh.liveString())
+	fresh.waitFor(t, fmt.Sprintf("TICK-%d\r", tick+3))
+	if s := fresh.liveString(); strings.Contains(s, "REDRAWN-2") {
+		t.Fatalf("a resumed viewer made the program redraw: %q", s[max(0, len(s)-200):])
+	}
+
+	// A viewer asking for bytes the ring lost: a gap, then the modes.
+	lost := attach(t, term, AttachOptions{From: 0})
+	lost.waitSync(t)
+	if ks := lost.kinds(); ks[0] != EventGap {
+		t.Fatalf("events %v, want a gap first", ks)
+	}
+	if r := lost.replayString(); !strings.HasPrefix(r, restore) {
+		t.Fatalf("replay after a gap starts %q, want %q", r[:min(len(r), 40)], restore)
+	}
+	fresh.waitFor(t, "REDRAWN-2")
+}
+
+// A program that draws on the normal screen gets neither a restore nor a
+// redraw, however much output the ring lost.
+func TestLateViewerOfPlainOutputGetsNoModes(t *testing.T) {
+	m := newTestManager(t, Config{RingSize: 64 << 10})
+	term := startBash(t, m, "")
+	c := attach(t, term, AttachOptions{From: -1})
+	typeLine(t, term, `printf '\033[1;31m%s\033[0m\n' {1..9000}; echo done-$((1+1))`)
+	c.waitFor(t, "done-2")
+	late := attach(t, term, AttachOptions{From: -1})
+	late.waitSync(t)
+	if r := late.replayString(); strings.HasPrefix(r, "\x1b[?") || strings.HasPrefix(r, "\x1b=") {
+		t.Fatalf("replay of plain output starts with modes: %q", r[:min(len(r), 40)])
+	}
+}
+
+// lastTick is the number of the last complete TICK line in s.
+func lastTick(s string) int {
+	i := strings.LastIndex(s, "TICK-")
+	n := 0
+	if i >= 0 {
+		_, _ = fmt.Sscanf(s[i:], "TICK-%d", &n) // Best effort: 0 if cut.
+	}
+	return n
+}
