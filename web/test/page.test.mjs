@@ -235,6 +235,60 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('a page opened on a full-screen program that outgrew the replay gets its screen, its modes and a redraw', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'muxd-page-'));
+    const script = join(dir, 'fullscreen.sh');
+    // More than the terminal's 1 MiB ring after entering the alternate
+    // screen with application cursor keys and bracketed paste; then a
+    // "redrawn-N" screen on each SIGWINCH, for at most 30 s.
+    await writeFile(script, [
+      "printf '\\033[?1049h\\033[?1h\\033[?2004h'",
+      "head -c 1200000 /dev/zero | tr '\\0' x",
+      'n=0',
+      "trap 'n=$((n+1)); printf \"\\033[H\\033[2Jredrawn-%s\\n\" \"$n\"' WINCH",
+      "printf '\\033[H\\033[2Jready\\n'",
+      'for i in $(seq 600); do sleep 0.05; done',
+      '',
+    ].join('\n'));
+    const first = await openPage(browser, d);
+    let second;
+    try {
+      await typeLine(first.page, `bash ${script}`);
+      await waitTerm(first.page, /^ready$/m, 30000);
+
+      second = await openPage(browser, d);
+      const { page } = second;
+      await waitTerm(page, /^redrawn-1$/m, 20000);
+      const modes = await page.evaluate(() => {
+        const term = globalThis.muxd.tabs.active.view.term;
+        return { buffer: term.buffer.active.type, cursorKeys: term.modes.applicationCursorKeysMode, paste: term.modes.bracketedPasteMode };
+      });
+      assert.deepEqual(modes, { buffer: 'alternate', cursorKeys: true, paste: true });
+      // The arrow keys send what the program asked for.
+      await page.waitForFunction(() => !globalThis.muxd.tabs.active.view.replaying);
+      await page.evaluate(() => {
+        const v = globalThis.muxd.tabs.active.view;
+        const got = [];
+        const write = v.ch.write.bind(v.ch);
+        v.ch.write = (data) => {
+          got.push(typeof data === 'string' ? data : new TextDecoder().decode(data));
+          return write(data);
+        };
+        globalThis.sentKeys = got;
+      });
+      await page.locator('.pane.term:not([hidden]) .xterm-helper-textarea').focus();
+      await page.keyboard.press('ArrowUp');
+      await page.waitForFunction(() => globalThis.sentKeys.length > 0);
+      assert.deepEqual(await page.evaluate(() => globalThis.sentKeys), ['\x1bOA']);
+      assert.deepEqual(first.errors, []);
+      assert.deepEqual(second.errors, []);
+    } finally {
+      if (second) await second.ctx.close();
+      await closePage(first.ctx, first.page);
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test('tabs: a new terminal, rename with F2 (terminal.update), close destroys it', async () => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
