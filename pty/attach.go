@@ -47,9 +47,10 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	first, end := t.ring.first(), t.ring.end
 	info := AttachInfo{Instance: t.instance, First: first, End: end, Cols: t.cols, Rows: t.rows}
 	start := opts.From
-	// A viewer that has not seen the bytes before first (a new one, or
-	// one that lost some) gets the modes they set ahead of the replay.
-	head, restore := t.ring.head, start < first && first > 0
+	// A viewer that has not seen the bytes before first gets the modes
+	// they set ahead of the replay: a new one (no from), and one that
+	// lost some, which first has the modes it had undone.
+	head, restore, lost := t.ring.head, start < first && first > 0, start >= 0 && start < first
 	if start < 0 {
 		start = first
 	}
@@ -88,9 +89,13 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 		// Here scratch starts at first. The bytes replay skips may end a
 		// sequence that set a mode.
 		head.Feed(scratch[:i])
-		if !head.Default() {
-			a.replay = append(head.AppendRestore(nil), a.replay...)
-			if head.AltScreen() && altScreenAtEnd(head, scratch[i:]) {
+		if lost || !head.Default() {
+			var modes []byte
+			if lost {
+				modes = termmodes.AppendResetAll(modes)
+			}
+			a.replay = append(head.AppendRestore(modes), a.replay...)
+			if head.AltScreen() && !opts.ReadOnly && altScreenAtEnd(head, scratch[i:]) {
 				t.redraw()
 			}
 		}
@@ -108,7 +113,8 @@ func altScreenAtEnd(head termmodes.Modes, retained []byte) bool {
 // redraw asks the terminal's foreground program to draw its screen again,
 // for a viewer whose replay holds only its latest changes: a SIGWINCH,
 // which full-screen programs answer by redrawing (what dtach's winch
-// redraw does). Programs that do not handle it ignore it.
+// redraw does). Programs that do not handle it ignore it. Read-only
+// viewers do not ask: they send the program no signal.
 func (t *Terminal) redraw() {
 	if err := t.Signal(syscall.SIGWINCH); err != nil {
 		t.cfg.Logger.Debug("terminal redraw", "id", t.id, "err", err)

@@ -183,6 +183,18 @@ func (c *collector) replayString() string {
 	return c.replay.String()
 }
 
+// syncOffset is the offset of the sync event, 0 before it.
+func (c *collector) syncOffset() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ev := range c.events {
+		if ev.Kind == EventSync {
+			return ev.Offset
+		}
+	}
+	return 0
+}
+
 // first is the first event recorded (the zero Event if none yet).
 func (c *collector) first() Event {
 	c.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/muxd/muxd/internal/termmodes"
 )
 
 // fullScreen is a perl program playing a full-screen one: it enters the
@@ -35,35 +37,34 @@ func TestLateViewerGetsTheModesSetBeforeItsReplay(t *testing.T) {
 	fresh.waitFor(t, "REDRAWN-1")
 
 	// A viewer resuming where another stopped already has the modes: no
-	// restore, no redraw. The ticks show time passing for a wrong signal
-	// to be answered.
-	var syncAt int64
-	fresh.mu.Lock()
-	for _, ev := range fresh.events {
-		if ev.Kind == EventSync {
-			syncAt = ev.Offset
-		}
-	}
-	fresh.mu.Unlock()
-	resumed := attach(t, term, AttachOptions{From: syncAt})
+	// restore, no redraw. A read-only viewer gets the modes but sends no
+	// signal. The ticks show time passing for a wrong signal to be
+	// answered.
+	resumed := attach(t, term, AttachOptions{From: fresh.syncOffset()})
 	resumed.waitSync(t)
 	if r := resumed.replayString(); strings.Contains(r, "\x1b[?1049h") {
 		t.Fatalf("a resumed replay restores modes: %q", r[:min(len(r), 40)])
 	}
+	watcher := attach(t, term, AttachOptions{From: -1, ReadOnly: true})
+	watcher.waitSync(t)
+	if r := watcher.replayString(); !strings.HasPrefix(r, restore) {
+		t.Fatalf("read-only replay starts %q, want %q", r[:min(len(r), 40)], restore)
+	}
 	tick := lastTick(fresh.liveString())
 	fresh.waitFor(t, fmt.Sprintf("TICK-%d\r", tick+3))
 	if s := fresh.liveString(); strings.Contains(s, "REDRAWN-2") {
-		t.Fatalf("a resumed viewer made the program redraw: %q", s[max(0, len(s)-200):])
+		t.Fatalf("a resumed or read-only viewer made the program redraw: %q", s[max(0, len(s)-200):])
 	}
 
-	// A viewer asking for bytes the ring lost: a gap, then the modes.
+	// A viewer asking for bytes the ring lost: a gap, then its modes
+	// undone whatever they were, then the modes.
 	lost := attach(t, term, AttachOptions{From: 0})
 	lost.waitSync(t)
 	if ks := lost.kinds(); ks[0] != EventGap {
 		t.Fatalf("events %v, want a gap first", ks)
 	}
-	if r := lost.replayString(); !strings.HasPrefix(r, restore) {
-		t.Fatalf("replay after a gap starts %q, want %q", r[:min(len(r), 40)], restore)
+	if r, want := lost.replayString(), string(termmodes.AppendResetAll(nil))+restore; !strings.HasPrefix(r, want) {
+		t.Fatalf("replay after a gap starts %q, want %q", r[:min(len(r), len(want)+10)], want)
 	}
 	fresh.waitFor(t, "REDRAWN-2")
 }
@@ -80,6 +81,14 @@ func TestLateViewerOfPlainOutputGetsNoModes(t *testing.T) {
 	late.waitSync(t)
 	if r := late.replayString(); strings.HasPrefix(r, "\x1b[?") || strings.HasPrefix(r, "\x1b=") {
 		t.Fatalf("replay of plain output starts with modes: %q", r[:min(len(r), 40)])
+	}
+	// One that lost bytes may have had modes set in them (a program that
+	// ended since): they are undone.
+	lost := attach(t, term, AttachOptions{From: 0})
+	lost.waitSync(t)
+	reset := string(termmodes.AppendResetAll(nil))
+	if r := lost.replayString(); !strings.HasPrefix(r, reset) || strings.HasPrefix(r[len(reset):], "\x1b[?") {
+		t.Fatalf("replay after a gap starts %q, want %q and no modes", r[:min(len(r), len(reset)+10)], reset)
 	}
 }
 

@@ -2,6 +2,7 @@ package pty
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/muxd/muxd/internal/termmodes"
@@ -91,17 +92,38 @@ func TestRingGrowsThenWrapsLikeAFlatBuffer(t *testing.T) {
 // The ring's head follows exactly the bytes it overwrote, however the
 // writes fall: split sequences, wraps, writes larger than the ring.
 func TestRingHeadHoldsTheModesOfOverwrittenBytes(t *testing.T) {
-	const size = 16
-	stream := "\x1b[?1049h" + "abcdefghijklmnopq" + "\x1b[?2004h" + "0123456789012345678" + "\x1b[?1049l" + "xyz"
-	for chunk := 1; chunk <= len(stream); chunk++ {
-		r := newRing(size)
-		for i := 0; i < len(stream); i += chunk {
-			r.write([]byte(stream[i:min(len(stream), i+chunk)]))
+	small := "\x1b[?1049h" + "abcdefghijklmnopq" + "\x1b[?2004h" + "0123456789012345678" + "\x1b[?1049l" + "xyz"
+	// Larger than a new ring's allocation: the ring grows while it
+	// overwrites.
+	large := strings.Repeat("\x1b[?1h"+strings.Repeat("x", 5000)+"\x1b[?1l\x1b[?1000h"+strings.Repeat("y", 7000)+"\x1b[?1000l", 20)
+	tests := []struct {
+		stream string
+		size   int
+		chunks []int
+	}{
+		{small, 16, nil}, // every chunk size
+		{large, 3 * initialRing, []int{1000, 4093, 16 << 10, 50000, 300000}},
+	}
+	for _, tc := range tests {
+		chunks := tc.chunks
+		if chunks == nil {
+			for c := 1; c <= len(tc.stream); c++ {
+				chunks = append(chunks, c)
+			}
 		}
-		var want termmodes.Modes
-		want.Feed([]byte(stream[:r.first()]))
-		if got, w := string(r.head.AppendRestore(nil)), string(want.AppendRestore(nil)); got != w {
-			t.Fatalf("chunks of %d: head restores %q, want %q (first %d)", chunk, got, w, r.first())
+		for _, chunk := range chunks {
+			r := newRing(tc.size)
+			for i := 0; i < len(tc.stream); i += chunk {
+				r.write([]byte(tc.stream[i:min(len(tc.stream), i+chunk)]))
+			}
+			var want termmodes.Modes
+			want.Feed([]byte(tc.stream[:r.first()]))
+			if got, w := string(r.head.AppendRestore(nil)), string(want.AppendRestore(nil)); got != w {
+				t.Fatalf("ring of %d, chunks of %d: head restores %q, want %q (first %d)", tc.size, chunk, got, w, r.first())
+			}
+			if r.first() == 0 {
+				t.Fatalf("ring of %d, chunks of %d: nothing overwritten", tc.size, chunk)
+			}
 		}
 	}
 }

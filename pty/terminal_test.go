@@ -105,14 +105,7 @@ func TestReplayOnReattachDropsQueries(t *testing.T) {
 	}
 
 	// Resuming at the sync offset replays nothing and loses nothing.
-	var syncAt int64
-	c2.mu.Lock()
-	for _, ev := range c2.events {
-		if ev.Kind == EventSync {
-			syncAt = ev.Offset
-		}
-	}
-	c2.mu.Unlock()
+	syncAt := c2.syncOffset()
 	// The prompt may still be arriving, so the end can move past the sync
 	// offset; c3 below checks that resuming there loses and repeats nothing.
 	if end := term.Info().End; syncAt <= 0 || syncAt > end {

@@ -23,9 +23,9 @@ const attachUsage = `Usage: muxd attach [flags] [ID]
 Attaches this terminal to a muxd terminal (a new one when no ID is
 given): keys go to it, its output comes here, the size follows this
 window. Detach with Ctrl-] (the terminal keeps running; attach again
-later). Leaving puts this terminal back in its normal screen and modes,
-whatever the program inside left on. Exits with the shell's exit code
-when it ends.
+later). Leaving puts this terminal back on its normal screen, with the
+key, mouse, paste and cursor modes a program inside may have left on.
+Exits with the shell's exit code when it ends.
 
 Flags:
 `
@@ -116,7 +116,7 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	screen := &modeWriter{w: stdout, tty: isTTY}
+	screen := &modeWriter{w: stdout, tty: isTerminal(stdout)}
 	defer screen.undo()
 	out := make(chan error, 1)
 	go func() {
@@ -147,7 +147,10 @@ type modeWriter struct {
 	w   io.Writer
 	tty bool // w is a terminal: undo writes to it
 
-	mu   sync.Mutex // guards the fields below; held across writes to w, so undo comes after the last write
+	// mu guards the fields below. It is held across writes to w, so the
+	// undo comes after the last write (a detach waits for a write to a
+	// terminal paused with Ctrl-S).
+	mu   sync.Mutex
 	m    termmodes.Modes
 	done bool // undone: later output is dropped
 }
@@ -174,6 +177,16 @@ func (mw *modeWriter) undo() {
 	if b := mw.m.AppendUndo(nil); mw.tty && len(b) > 0 {
 		_, _ = mw.w.Write(b) // Best effort: the terminal may be gone.
 	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	cols, _ := termSize(f)
+	return cols > 0
 }
 
 // termSize returns f's window size, or 0, 0 when f is not a terminal.

@@ -25,9 +25,9 @@ const (
 // parser holds an escape sequence in progress.
 type parser struct {
 	state uint8
-	n     uint8    // bytes in buf
-	over  bool     // buf overflowed: the sequence is not a mode we follow
-	buf   [32]byte // CSI prefix, parameters and intermediates
+	n     uint8     // bytes in buf
+	over  bool      // buf overflowed: the sequence is not a mode we follow
+	buf   [128]byte // CSI prefix, parameters and intermediates
 }
 
 // Feed follows the modes that output b sets. Plain text costs one
@@ -184,7 +184,7 @@ func (m *Modes) csiDone(body []byte, final byte) {
 		n, _ := nextParam(params)
 		m.cursor = uint8(min(n, 255))
 	case prefix == 0 && string(inter) == "!" && final == 'p': // DECSTR
-		m.flags &^= hidden | cursorKeys | keypad
+		m.softReset()
 	case prefix == '>' && len(inter) == 0 && final == 'm': // XTMODKEYS
 		resource, rest := nextParam(params)
 		switch {
@@ -194,17 +194,22 @@ func (m *Modes) csiDone(body []byte, final byte) {
 			v, _ := nextParam(rest) // omitted: the initial value, off
 			m.otherKeys = uint8(min(v, 255))
 		}
+	case prefix == '>' && len(inter) == 0 && final == 'n': // XTMODKEYS off
+		if n, _ := nextParam(params); n == 4 {
+			m.otherKeys = 0
+		}
 	case prefix == '>' && len(inter) == 0 && final == 'u': // kitty keyboard: push
-		m.kittyDepth = min(m.kittyDepth+1, maxKittyDepth)
+		n, _ := nextParam(params)
+		m.kittyPush(min(n, 255))
 	case prefix == '<' && len(inter) == 0 && final == 'u': // kitty keyboard: pop
 		n, _ := nextParam(params)
-		m.kittyDepth -= uint8(min(max(n, 1), int(m.kittyDepth)))
+		m.kittyPop(n)
+	case prefix == '=' && len(inter) == 0 && final == 'u': // kitty keyboard: set
+		flags, rest := nextParam(params)
+		how, _ := nextParam(rest)
+		m.kittySet(min(flags, 255), how)
 	}
 }
-
-// maxKittyDepth bounds the kitty keyboard stack followed; terminals keep
-// a short stack and drop the oldest entries past it.
-const maxKittyDepth = 16
 
 // nextParam parses the first parameter of params (0 when empty) and
 // returns the rest after its ';'. Sub-parameters (after ':') are skipped.

@@ -23,13 +23,22 @@ func TestModesFollowWhatOutputSets(t *testing.T) {
 		{"one mouse mode at a time", "\x1b[?1003h\x1b[?1000h", "\x1b[?1000h", "\x1b[?1000l"},
 		{"resetting any mouse mode ends reporting", "\x1b[?1002h\x1b[?1000l", "", ""},
 		{"an encoding is reset only by its own number", "\x1b[?1006h\x1b[?1005l", "\x1b[?1006h", "\x1b[?1006l"},
-		{"alternate screen by 47 and 1047", "\x1b[?47h", "\x1b[?1049h", "\x1b[?1049l"},
+		{"alternate screen by 47, left as entered", "\x1b[?47h", "\x1b[?47h", "\x1b[?47l"},
+		{"the last alternate screen mode counts", "\x1b[?1047h\x1b[?1049h", "\x1b[?1049h", "\x1b[?1049l"},
 		{"modes on by default", "\x1b[?7l\x1b[?25l", "\x1b[?7l\x1b[?25l", "\x1b[?7h\x1b[?25h"},
 		{"keypad by DECNKM", "\x1b[?66h", "\x1b=", "\x1b>"},
 		{"RIS resets everything", "\x1b[?1049h\x1b[?1h\x1b[?1000h\x1bc", "", ""},
-		{"DECSTR resets keys and cursor", "\x1b[?1h\x1b=\x1b[?25l\x1b[?2004h\x1b[!p", "\x1b[?2004h", "\x1b[?2004l"},
+		{"DECSTR resets keys, paste, focus, wrap and cursor", "\x1b[?1h\x1b=\x1b[?25l\x1b[?2004h\x1b[?1004h\x1b[?7l\x1b[5 q\x1b[!p", "", ""},
+		{"DECSTR keeps the screen and the mouse", "\x1b[?1049h\x1b[?1000h\x1b[!p", "\x1b[?1049h\x1b[?1000h", "\x1b[?1000l\x1b[?1049l"},
 		{"kitty keyboard pushes and pops", "\x1b[>1u\x1b[>3u\x1b[>5u\x1b[<2u", "\x1b[>1u", "\x1b[<1u"},
 		{"kitty pop past the stack", "\x1b[>1u\x1b[<9u", "", ""},
+		{"kitty flags set with nothing pushed", "\x1b[=5;1u", "\x1b[=5;1u", "\x1b[=0;1u"},
+		{"kitty flags added to the top", "\x1b[>1u\x1b[=8;2u\x1b[>2u\x1b[=2;3u", "\x1b[>9u\x1b[>0u", "\x1b[<2u"},
+		{"mouse encodings set in order", "\x1b[?1015h\x1b[?1006h\x1b[?1015h", "\x1b[?1006h\x1b[?1015h", "\x1b[?1006l\x1b[?1015l"},
+		{"highlight tracking is not followed", "\x1b[?1000h\x1b[?1001h", "\x1b[?1000h", "\x1b[?1000l"},
+		{"a long list of modes", "\x1b[?1000;1002;1003;1006;1004;2004;1049h",
+			"\x1b[?1049h\x1b[?1004h\x1b[?2004h\x1b[?1003h\x1b[?1006h", "\x1b[?1004l\x1b[?2004l\x1b[?1003l\x1b[?1006l\x1b[?1049l"},
+		{"XTMODKEYS disabled", "\x1b[>4;2m\x1b[>4n", "", ""},
 		{"a string's text is not a sequence", "\x1b]0;[?1049h title\x07\x1bP[?1h\x1b\\", "", ""},
 		{"an ESC inside a string ends it, as in xterm.js", "\x1b]0;title\x1b[?2004h", "\x1b[?2004h", "\x1b[?2004l"},
 		{"an OSC ended by ST, then a mode", "\x1b]0;t\x1b\\\x1b[?2004h", "\x1b[?2004h", "\x1b[?2004l"},
@@ -37,7 +46,7 @@ func TestModesFollowWhatOutputSets(t *testing.T) {
 		{"ESC restarts a sequence", "\x1b[?10\x1b[?2004h", "\x1b[?2004h", "\x1b[?2004l"},
 		{"C0 controls inside CSI run and do not end it", "\x1b[?20\n04h", "\x1b[?2004h", "\x1b[?2004l"},
 		{"sub-parameters are skipped", "\x1b[?1:2;2004h", "\x1b[?1h\x1b[?2004h", "\x1b[?1l\x1b[?2004l"},
-		{"an overlong CSI is ignored", "\x1b[?" + strings.Repeat("0", 40) + "1h", "", ""},
+		{"an overlong CSI is ignored", "\x1b[?" + strings.Repeat("0", 200) + "1h", "", ""},
 		{"other CSI sequences are not modes", "\x1b[1h\x1b[4h\x1b[2J\x1b[1;31m\x1b[>0;1q", "", ""},
 		{"charset selection", "\x1b(B\x1b)0\x1b[?1h", "\x1b[?1h", "\x1b[?1l"},
 		{"XTMODKEYS reset of every resource", "\x1b[>4;1m\x1b[>m", "", ""},
@@ -88,6 +97,11 @@ func checkRoundTrip(t *testing.T, out []byte) {
 	if fresh != m {
 		t.Fatalf("restore of %q gives %+v, want %+v", out, fresh, m)
 	}
+	reset := m
+	reset.Feed(AppendResetAll(nil))
+	if !reset.Default() {
+		t.Fatalf("reset of every mode after %q leaves %+v", out, reset)
+	}
 	m.Feed(m.AppendUndo(nil))
 	if !m.Default() {
 		t.Fatalf("undo of %q leaves %+v", out, m)
@@ -99,6 +113,7 @@ func TestRestoreAndUndoRoundTrip(t *testing.T) {
 		"\x1b[?1049;1;7;25;66;1004;2004;1003;1015h\x1b[5 q\x1b[>4;2m\x1b[>1u\x1b[>1u",
 		"\x1b[?7;25l\x1b[?9h",
 		"\x1b[?1016h\x1b[?1001h",
+		"\x1b[?1006;1005;1015;1016h\x1b[=3;1u\x1b[>1u\x1b[>2u\x1b[=4;2u",
 	} {
 		checkRoundTrip(t, []byte(out))
 	}
@@ -124,20 +139,18 @@ func FuzzModes(f *testing.F) {
 	})
 }
 
-func BenchmarkFeedText(b *testing.B) {
-	line := bytes.Repeat([]byte("some build output without escapes, 64 bytes long.........\r\n"), 512)
-	b.SetBytes(int64(len(line)))
-	var m Modes
-	for b.Loop() {
-		m.Feed(line)
-	}
-}
-
-func BenchmarkFeedColoured(b *testing.B) {
-	line := bytes.Repeat([]byte("\x1b[1;32mok\x1b[0m  \x1b[34msome/path/name.go\x1b[0m\r\n"), 512)
-	b.SetBytes(int64(len(line)))
-	var m Modes
-	for b.Loop() {
-		m.Feed(line)
+func BenchmarkFeed(b *testing.B) {
+	for _, bc := range []struct{ name, line string }{
+		{"text", "some build output without escapes, 64 bytes long.........\r\n"},
+		{"coloured", "\x1b[1;32mok\x1b[0m  \x1b[34msome/path/name.go\x1b[0m\r\n"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			out := bytes.Repeat([]byte(bc.line), 512)
+			b.SetBytes(int64(len(out)))
+			var m Modes
+			for b.Loop() {
+				m.Feed(out)
+			}
+		})
 	}
 }
