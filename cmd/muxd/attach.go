@@ -46,9 +46,9 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	in := os.Stdin
+	isTTY := isTerminalFile(in)
 	cols, rows := termSize(in)
-	isTTY := cols > 0
-	if !isTTY {
+	if cols == 0 || rows == 0 { // not a terminal, or one whose size was never set
 		cols, rows = 80, 24
 	}
 	c, ok := connect(&o, stderr, "attach")
@@ -86,7 +86,7 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(winch)
 	go func() {
 		for range winch {
-			if c, r := termSize(in); c > 0 && !*readOnly {
+			if c, r := termSize(in); c > 0 && r > 0 && !*readOnly {
 				_ = t.Resize(c, r) // Best effort.
 			}
 		}
@@ -182,14 +182,18 @@ func (mw *modeWriter) undo() {
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	cols, _ := termSize(f)
-	return cols > 0
+	return ok && isTerminalFile(f)
 }
 
-// termSize returns f's window size, or 0, 0 when f is not a terminal.
+// isTerminalFile reports whether f is a terminal (a size of 0x0 is
+// possible: nothing set it yet).
+func isTerminalFile(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// termSize returns f's window size, or 0, 0 when f is not a terminal or
+// its size was never set.
 func termSize(f *os.File) (cols, rows int) {
 	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
 	if err != nil {
