@@ -33,7 +33,7 @@ test-long: build
 	MUXD_TEST_LONG=1 $(GOTEST) -timeout 40m ./...
 
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./exec/ ./mux/ ./pty/ ./integration/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/proc/ ./exec/ ./mux/ ./pty/ ./integration/
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

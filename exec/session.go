@@ -370,6 +370,9 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 			continue // the cancel's deadline may have been overwritten
 		}
 		if died.Load() {
+			if o, ok := s.lastMarker(line); ok {
+				return o, true
+			}
 			return s.waitDeath(), true
 		}
 		n, err := s.ctl.Read(buf[:])
@@ -407,6 +410,27 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 			slowAt = time.Time{}
 			slow()
 		}
+	}
+	return outcome{}, false
+}
+
+// lastMarker looks for the command's marker in what a shell that ended
+// left in the control pipe: a command that ends the shell at its next
+// read (`exec 50<&-`) wrote its marker first, and the shell's end may be
+// seen before the marker is read. line is what was read before.
+func (s *session) lastMarker(line []byte) (outcome, bool) {
+	for range 1 << 12 { // bounded: each turn reads, and a pipe holds 64 KiB
+		var complete bool
+		line, complete, _ = fastMarker(s.ctl, line, 0)
+		code, flags, rest, ok := takeMarker(line, s.mark)
+		if ok {
+			s.noteFlags(flags)
+			return outcome{code: code}, true
+		}
+		if !complete {
+			return outcome{}, false
+		}
+		line = rest
 	}
 	return outcome{}, false
 }

@@ -169,6 +169,23 @@ func awaitShellEnd(t *testing.T, e *Engine, sid string) {
 	}
 }
 
+// A command that ends the shell at its next read (closing the loop's fd
+// 50) wrote its marker first: its status is the marker's, even when the
+// shell's end is seen before the marker is read (after the first few
+// milliseconds, it was in about 4 runs of 10 under a 2-core machine's
+// scheduling).
+func TestShellEndingRightAfterItsMarkerKeepsTheStatus(t *testing.T) {
+	e := newTestEngine(t)
+	for i := range 30 {
+		sid := newSession(t, e, SessionOptions{})
+		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 0.005; exec 50<&-", Timeout: 30 * time.Second})
+		e.DeleteSession(sid)
+		if code(r) != 0 {
+			t.Fatalf("run %d: exit code = %d, want the marker's 0", i, code(r))
+		}
+	}
+}
+
 func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 	tests := []struct {
 		name, cmd string

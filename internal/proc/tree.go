@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,8 +48,12 @@ func readStat(pid int) (procStat, bool) {
 	return st, true
 }
 
+// scans counts full /proc scans (for benchmarks and tests).
+var scans atomic.Int64
+
 // snapshot reads every process of the system.
 func snapshot() []procStat {
+	scans.Add(1)
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -65,6 +71,67 @@ func snapshot() []procStat {
 		}
 	}
 	return out
+}
+
+// sharedScans lets concurrent tree walks share /proc scans. Killing many
+// trees at once (muxd's shutdown with hundreds of terminals) made every
+// walk scan all of /proc, each scan costing more as the trees are more:
+// 200 trees took seconds. A walk needs a scan that began after it asked
+// (a freeze rescans to see what was forked before a stop), so callers
+// that ask while a scan runs wait for it and share the next one.
+var sharedScans = newScanShare(snapshot)
+
+// scanShare is the state of the shared scans.
+type scanShare struct {
+	scan func() []procStat
+
+	mu      sync.Mutex // guards the fields below
+	idle    *sync.Cond // signalled when a scan ends
+	running bool
+	pending *scanBatch // callers waiting for the next scan, nil if none
+}
+
+// scanBatch is one scan and the callers that share it.
+type scanBatch struct {
+	started bool          // guarded by scanShare.mu
+	joined  int           // callers sharing it, guarded by scanShare.mu
+	done    chan struct{} // closed once procs is set
+	procs   []procStat    // read-only once done
+}
+
+func newScanShare(scan func() []procStat) *scanShare {
+	s := &scanShare{scan: scan}
+	s.idle = sync.NewCond(&s.mu)
+	return s
+}
+
+// snapshot returns every process of the system as a scan that began
+// after the call; the result is shared and must not be modified.
+func (s *scanShare) snapshot() []procStat {
+	s.mu.Lock()
+	b := s.pending
+	if b == nil {
+		b = &scanBatch{done: make(chan struct{})}
+		s.pending = b
+	}
+	b.joined++
+	for s.running && !b.started {
+		s.idle.Wait()
+	}
+	if b.started { // another caller of the batch scans
+		s.mu.Unlock()
+		<-b.done
+		return b.procs
+	}
+	b.started, s.pending, s.running = true, nil, true
+	s.mu.Unlock()
+	b.procs = s.scan()
+	close(b.done)
+	s.mu.Lock()
+	s.running = false
+	s.idle.Broadcast()
+	s.mu.Unlock()
+	return b.procs
 }
 
 // member is how a tree walk recognizes the members of a tree that are no
@@ -177,7 +244,7 @@ func tree(root int, procs []procStat, withRoot bool, m *member) []int {
 
 // Descendants returns the live members of root's tree other than root.
 func Descendants(root int) []int {
-	all := tree(root, snapshot(), true, nil)
+	all := tree(root, sharedScans.snapshot(), true, nil)
 	out := all[:0]
 	for _, pid := range all {
 		if pid != root {
@@ -198,7 +265,7 @@ const maxFreezeRounds = 16
 func freeze(root int, withRoot bool, m *member, stopped map[int]bool) []int {
 	for range maxFreezeRounds {
 		fresh := 0
-		for _, pid := range tree(root, snapshot(), withRoot, m) {
+		for _, pid := range tree(root, sharedScans.snapshot(), withRoot, m) {
 			if !stopped[pid] {
 				stopped[pid] = true
 				fresh++
