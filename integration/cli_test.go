@@ -113,35 +113,54 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 
 // A terminal whose size nobody set (0x0: a bare pty, some container
 // runtimes before their first resize) is still a terminal: raw mode, so
-// Ctrl-] detaches at once, and the default 80x24 for the new terminal.
+// Ctrl-] detaches at once. A new terminal gets 80x24; an existing one
+// keeps its size (other viewers share it).
 func TestCLIAttachOnATerminalWithoutASize(t *testing.T) {
 	d := startDaemon(t, nil)
-	cmd := exec.Command(muxdBin, "attach", "--url", d.URL, "--shell", "bash")
-	ptmx, err := pty.Start(cmd)
+	c := d.dial(t, client.Options{})
+	term, err := c.CreateTerminal(ctxT(t, 10*time.Second), client.TerminalOptions{Cols: 100, Rows: 30, Shell: "bash"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ptmx.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	if _, err := ptmx.Write([]byte("stty size; echo nosize-$((40+2))\r")); err != nil {
-		t.Fatal(err)
+	_ = term.Close() // Best effort: the terminal lives on.
+	tests := []struct {
+		name string
+		args []string
+		size string
+	}{
+		{"new terminal", []string{"--shell", "bash"}, "24 80"},
+		{"existing terminal", []string{term.ID()}, "30 100"},
 	}
-	if out := readUntil(t, ptmx, "nosize-42", 15*time.Second); !strings.Contains(out, "24 80") {
-		t.Fatalf("terminal size: %q", out)
-	}
-	if _, err := ptmx.Write([]byte{0x1d}); err != nil { // no newline: raw mode or nothing
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("muxd attach after detach: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		t.Fatal("Ctrl-] did not detach: the local terminal was not in raw mode")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(muxdBin, append([]string{"attach", "--url", d.URL}, tc.args...)...)
+			ptmx, err := pty.Start(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ptmx.Close()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			if _, err := ptmx.Write([]byte("stty size; echo nosize-$((40+2))\r")); err != nil {
+				t.Fatal(err)
+			}
+			if out := readUntil(t, ptmx, "nosize-42", 15*time.Second); !strings.Contains(out, tc.size) {
+				t.Fatalf("terminal size: %q, want %q", out, tc.size)
+			}
+			if _, err := ptmx.Write([]byte{0x1d}); err != nil { // no newline: raw mode or nothing
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("muxd attach after detach: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Fatal("Ctrl-] did not detach: the local terminal was not in raw mode")
+			}
+		})
 	}
 }
 

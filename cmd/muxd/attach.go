@@ -48,8 +48,9 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	in := os.Stdin
 	isTTY := isTerminalFile(in)
 	cols, rows := termSize(in)
-	if cols == 0 || rows == 0 { // not a terminal, or one whose size was never set
-		cols, rows = 80, 24
+	sized := cols > 0 && rows > 0 // a terminal whose size was never set has none
+	if !sized {
+		cols, rows = 80, 24 // for a new terminal only: an attached one keeps its size
 	}
 	c, ok := connect(&o, stderr, "attach")
 	if !ok {
@@ -77,7 +78,7 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer restore()
-		if !*readOnly {
+		if !*readOnly && sized {
 			_ = t.Resize(cols, rows) // Best effort: follow this window from the start.
 		}
 	}

@@ -125,12 +125,14 @@ func (s *scanShare) snapshot() []procStat {
 	}
 	b.started, s.pending, s.running = true, nil, true
 	s.mu.Unlock()
+	defer func() { // even if scan panics: later walks must not wait forever
+		close(b.done)
+		s.mu.Lock()
+		s.running = false
+		s.idle.Broadcast()
+		s.mu.Unlock()
+	}()
 	b.procs = s.scan()
-	close(b.done)
-	s.mu.Lock()
-	s.running = false
-	s.idle.Broadcast()
-	s.mu.Unlock()
 	return b.procs
 }
 
