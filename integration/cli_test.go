@@ -111,6 +111,41 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	}
 }
 
+// attachCLI starts muxd attach with args on a new pty of size ws (nil:
+// one whose size was never set). exited gets its Wait result.
+func attachCLI(t *testing.T, d *daemon, ws *pty.Winsize, args ...string) (ptmx *os.File, cmd *exec.Cmd, exited chan error) {
+	t.Helper()
+	cmd = exec.Command(muxdBin, append([]string{"attach", "--url", d.URL}, args...)...)
+	var err error
+	if ws == nil {
+		ptmx, err = pty.Start(cmd)
+	} else {
+		ptmx, err = pty.StartWithSize(cmd, ws)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ptmx.Close() })
+	exited = make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return ptmx, cmd, exited
+}
+
+// waitDetached waits for muxd attach to end, successfully, after Ctrl-].
+func waitDetached(t *testing.T, cmd *exec.Cmd, exited chan error) {
+	t.Helper()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("muxd attach after detach: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatal("Ctrl-] did not detach muxd attach (was the local terminal in raw mode?)")
+	}
+}
+
 // A terminal whose size nobody set (0x0: a bare pty, some container
 // runtimes before their first resize) is still a terminal: raw mode, so
 // Ctrl-] detaches at once. A new terminal gets 80x24; an existing one
@@ -133,14 +168,7 @@ func TestCLIAttachOnATerminalWithoutASize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(muxdBin, append([]string{"attach", "--url", d.URL}, tc.args...)...)
-			ptmx, err := pty.Start(cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ptmx.Close()
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
+			ptmx, cmd, exited := attachCLI(t, d, nil, tc.args...)
 			if _, err := ptmx.Write([]byte("stty size; echo nosize-$((40+2))\r")); err != nil {
 				t.Fatal(err)
 			}
@@ -150,30 +178,14 @@ func TestCLIAttachOnATerminalWithoutASize(t *testing.T) {
 			if _, err := ptmx.Write([]byte{0x1d}); err != nil { // no newline: raw mode or nothing
 				t.Fatal(err)
 			}
-			select {
-			case err := <-exited:
-				if err != nil {
-					t.Fatalf("muxd attach after detach: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-				t.Fatal("Ctrl-] did not detach: the local terminal was not in raw mode")
-			}
+			waitDetached(t, cmd, exited)
 		})
 	}
 }
 
 func TestCLIAttachRawModeResizeAndDetach(t *testing.T) {
 	d := startDaemon(t, nil)
-	cmd := exec.Command(muxdBin, "attach", "--url", d.URL, "--shell", "bash")
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	ptmx, cmd, exited := attachCLI(t, d, &pty.Winsize{Cols: 100, Rows: 30}, "--shell", "bash")
 	if _, err := ptmx.Write([]byte("stty size; echo attach-$((40+2))\r")); err != nil {
 		t.Fatal(err)
 	}
@@ -205,15 +217,7 @@ func TestCLIAttachRawModeResizeAndDetach(t *testing.T) {
 	if out := readUntil(t, ptmx, "[detached from", 10*time.Second); !strings.Contains(out, "\x1b[?2004l\x1b[?1049l") {
 		t.Fatalf("detach did not undo the program's modes: %q", out)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("muxd attach after detach: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("muxd attach did not detach")
-	}
+	waitDetached(t, cmd, exited)
 	c := d.dial(t, client.Options{})
 	list, err := c.ListTerminals(ctxT(t, 10*time.Second))
 	if err != nil || len(list) != 1 || list[0].Exited {
