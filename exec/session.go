@@ -397,7 +397,9 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 			}
 		}
 		now := time.Now()
-		if (!graceAt.IsZero() && !now.Before(graceAt)) || (!timeoutAt.IsZero() && !now.Before(timeoutAt)) {
+		graceOver := !graceAt.IsZero() && !now.Before(graceAt)
+		timedOut := !timeoutAt.IsZero() && !now.Before(timeoutAt)
+		if graceOver || timedOut {
 			// A read past its deadline reads nothing: the marker may have
 			// come just in time.
 			if o, ok := s.lastMarker(line); ok {
@@ -405,10 +407,10 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 			}
 		}
 		switch {
-		case !graceAt.IsZero() && !now.Before(graceAt):
+		case graceOver:
 			s.kill("command cancelled and did not stop on SIGINT")
 			return s.waitDeath(), true
-		case !timeoutAt.IsZero() && !now.Before(timeoutAt):
+		case timedOut:
 			s.kill("command timed out after " + timeout.String())
 			o := s.waitDeath()
 			o.timedOut = true
