@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/muxd/muxd/client"
 )
@@ -180,6 +182,62 @@ func TestCLIAttachOnATerminalWithoutASize(t *testing.T) {
 			}
 			waitDetached(t, cmd, exited)
 		})
+	}
+}
+
+// Killed from outside (kill, a timeout wrapper), muxd attach still leaves
+// its terminal as it found it: cooked mode, and the modes a program inside
+// set undone.
+func TestCLIAttachKilledRestoresTheTerminal(t *testing.T) {
+	d := startDaemon(t, nil)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	lflag := func() uint32 {
+		tio, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tio.Lflag
+	}
+	cooked := lflag()
+	cmd := exec.Command(muxdBin, "attach", "--url", d.URL, "--shell", "bash")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if _, err := ptmx.Write([]byte("printf '\\033[?1049h'; echo killed-$((1+2))\r")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, ptmx, "killed-3", 15*time.Second)
+	if l := lflag(); l&unix.ICANON != 0 {
+		t.Fatalf("attached: lflag %#x, want raw mode", l)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	out := readUntil(t, ptmx, "keeps running", 10*time.Second)
+	if !strings.Contains(out, "\x1b[?1049l") {
+		t.Fatalf("the program's modes were not undone: %q", out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatal("muxd attach did not end on SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit code %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	if l := lflag(); l != cooked {
+		t.Fatalf("after SIGTERM: lflag %#x, want %#x as before", l, cooked)
 	}
 }
 

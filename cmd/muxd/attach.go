@@ -71,6 +71,11 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer t.Close()
+	// Killed from outside (kill, a closing window, a timeout wrapper), it
+	// still puts this terminal back: modes, then cooked mode (deferred).
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Stop(stop)
 	if isTTY {
 		restore, err := makeRaw(in)
 		if err != nil {
@@ -129,6 +134,10 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 		screen.undo()
 		fmt.Fprintf(stderr, "\r\n[detached from %s; muxd attach %s to return]\r\n", t.ID(), t.ID())
 		return 0
+	case sig := <-stop:
+		screen.undo()
+		fmt.Fprintf(stderr, "\r\n[muxd attach: %v; terminal %s keeps running]\r\n", sig, t.ID())
+		return 128 + int(sig.(syscall.Signal))
 	case err := <-out:
 		if err != nil {
 			screen.undo()
