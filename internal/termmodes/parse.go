@@ -43,9 +43,6 @@ func (m *Modes) Feed(b []byte) {
 			}
 			b = b[i+1:]
 			p.state = escape
-		case p.state == escape && b[0] == '[':
-			p.state, p.n, p.over = csi, 0, false
-			b = b[1:]
 		case p.state == csi:
 			b = m.csiBytes(b)
 		default:
@@ -120,20 +117,8 @@ func (m *Modes) step(c byte) {
 		default:
 			p.state = ground
 		}
-	case csi:
+	case csi: // csiBytes takes the parameters and the final byte
 		switch {
-		case c >= 0x20 && c <= 0x3f:
-			if int(p.n) < len(p.buf) {
-				p.buf[p.n] = c
-				p.n++
-			} else {
-				p.over = true
-			}
-		case c >= 0x40 && c <= 0x7e:
-			p.state = ground
-			if !p.over {
-				m.csiDone(p.buf[:p.n], c)
-			}
 		case c == esc:
 			p.state = escape
 		case c < 0x20 || c == 0x7f:

@@ -44,7 +44,7 @@ const maxKitty = 16
 // a reset".
 const (
 	cursorKeys uint16 = 1 << iota // DECCKM (1) set: application cursor keys
-	keypad                        // DECKPAM (ESC =) or DECNKM (66) set
+	keypad                        // DECKPAM (ESC =) or DECNKM (66) set: restored as ESC =
 	noWrap                        // DECAWM (7) reset
 	hidden                        // DECTCEM (25) reset
 	focus                         // 1004 set: focus in/out reports
@@ -61,7 +61,6 @@ var boolModes = [...]struct {
 	{1, cursorKeys, false},
 	{7, noWrap, true},
 	{25, hidden, true},
-	{66, keypad, false},
 	{1004, focus, false},
 	{2004, paste, false},
 }
@@ -84,7 +83,7 @@ func (m *Modes) AppendRestore(dst []byte) []byte {
 		dst = appendDEC(dst, int(m.alt), true)
 	}
 	for _, b := range boolModes {
-		if m.flags&b.flag != 0 && b.n != 66 {
+		if m.flags&b.flag != 0 {
 			dst = appendDEC(dst, b.n, !b.inverted)
 		}
 	}
@@ -117,7 +116,7 @@ func (m *Modes) AppendRestore(dst []byte) []byte {
 // shows the screen from before it).
 func (m *Modes) AppendUndo(dst []byte) []byte {
 	for _, b := range boolModes {
-		if m.flags&b.flag != 0 && b.n != 66 {
+		if m.flags&b.flag != 0 {
 			dst = appendDEC(dst, b.n, b.inverted)
 		}
 	}
@@ -202,6 +201,9 @@ func (m *Modes) setDEC(n int, set bool) {
 		if set {
 			m.mouse = uint16(n)
 		}
+		return
+	case 66: // DECNKM, the keypad mode ESC = and ESC > set
+		m.setFlag(keypad, set)
 		return
 	case 1005, 1006, 1015, 1016:
 		m.dropEncoding(uint16(n))
