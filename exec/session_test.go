@@ -73,6 +73,7 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 	tests := []struct{ name, setup string }{
 		{"alias printf", "shopt -s expand_aliases; alias printf='echo hijacked'; alias builtin='echo no'"},
 		{"function printf", "printf() { echo hijacked; }; source() { echo no; }"},
+		{"functions named like the loop's builtins", "read() { echo no; }; trap() { echo no; }; eval() { echo no; }; unset() { echo no; }; command() { echo no; }; cd() { echo no; }; export() { echo no; }"},
 		{"noclobber", "set -o noclobber"},
 		{"nounset", "set -u"},
 		{"xtrace", "set -x"},
@@ -152,6 +153,39 @@ func TestSessionDeadReasonKeepsBashsWords(t *testing.T) {
 	_, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "true"})
 	if !errors.Is(err, ErrSessionDead) || !strings.Contains(err.Error(), "read") || !strings.Contains(err.Error(), "exit 1") {
 		t.Errorf("next exec: %v, want ErrSessionDead with exit 1 and bash's words about read", err)
+	}
+}
+
+// TestSessionLoopWithoutItsBuiltinsEndsTheShell: the loop needs
+// `builtin`, `read` and `printf`. A function named builtin, or a builtin
+// disabled with enable -n, takes them away; no shell code can get them
+// back, so the shell ends at once with words saying why, where the loop
+// used to wait for ever or run the last command again and again.
+func TestSessionLoopWithoutItsBuiltinsEndsTheShell(t *testing.T) {
+	tests := []struct{ setup, words string }{
+		{"builtin() { echo fake; }", "cannot read commands"},
+		{"builtin() { :; }", "cannot read commands"}, // a "read" that reads nothing
+		{"enable -n printf", "cannot report command ends"},
+		{"enable -n builtin", "cannot report command ends"},
+	}
+	e := newTestEngine(t)
+	for _, tc := range tests {
+		t.Run(tc.setup, func(t *testing.T) {
+			sid := newSession(t, e, SessionOptions{})
+			defer e.DeleteSession(sid)
+			ctx := ctxT(t, 20*time.Second) // bounds the old hang; the shell ends at once
+			ran := filepath.Join(t.TempDir(), "ran")
+			if _, err := e.Exec(ctx, ExecRequest{SessionID: sid, Command: tc.setup + "; echo x >>" + shQuote(ran)}); err != nil && !errors.Is(err, ErrSessionDead) {
+				t.Fatalf("setup: %v", err)
+			}
+			_, err := e.Exec(ctx, ExecRequest{SessionID: sid, Command: "echo x >>" + shQuote(ran)})
+			if !errors.Is(err, ErrSessionDead) || !strings.Contains(err.Error(), tc.words) {
+				t.Errorf("next exec: %v, want ErrSessionDead with %q", err, tc.words)
+			}
+			if b, _ := os.ReadFile(ran); len(b) > 2 {
+				t.Errorf("the command ran %d times, want once", len(b)/2)
+			}
+		})
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 // The session loop. The shell's first input defines readonly variables
 // (__muxd_N, the interrupt flag file D/n; __muxd_T, the trap's body, and
 // __muxd_D, its unwinding's end; __muxd_R, the undoing of per-command
-// overrides; __muxd_L, the loop) and
+// overrides; __muxd_L, the loop; __muxd_0, empty, for FATAL) and
 // evals __muxd_L: a loop, parsed once, that runs one command per line it
 // reads from stdin: "" plain, "i" with stdin, "o" with overrides, "io"
 // both. With D the session's directory and MARK its token:
@@ -18,12 +18,13 @@ import (
 //	TRAP
 //	while ((1)); do while ((1)); do
 //	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; \builtin eval "$__muxd_R"; END(0); }
-//	  IFS= \builtin read -r -u 50 __muxd_x || { __muxd_s=$?; ((__muxd_s>128)) && \builtin continue
+//	  __muxd_x=-; IFS= \builtin read -r -u 50 __muxd_x || { __muxd_s=$?; ((__muxd_s>128)) && \builtin continue
 //	    [[ -p /dev/fd/50 ]] || \builtin exit 98
-//	    IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52; \builtin exit "$__muxd_s"; }
+//	    IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52; \builtin exit "$__muxd_s"; FATAL; }
 //	  __muxd_p=1
 //	  case $__muxd_x${__muxd_n-}${__muxd_b-} in
 //	  BRANCHES
+//	  -*) FATAL;;
 //	  *)  __muxd_n= __muxd_b=; [[ -z ${__muxd_a-} ]] || \builtin eval "$__muxd_D"
 //	      if [[ -e $__muxd_N ]]; then __muxd_b=130
 //	      else case $__muxd_x in BRANCHES esac; fi;;
@@ -50,7 +51,8 @@ import (
 //	POST      = __muxd_b=${__muxd_b:-$?} __muxd_p=; [[ ! -e $__muxd_N ]] || __muxd_b=130
 //	            \builtin eval "$__muxd_R"; END($?)
 //	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
-//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" >&51 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x
+//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" >&51 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x || FATAL
+//	FATAL     = { __muxd_e=${__muxd_0:?WORDS};} 2>&52   (ends the shell: see fatal)
 //
 // Why each piece:
 //   - one loop parsed once: bash reads a pipe one byte per syscall and
@@ -152,9 +154,13 @@ func loopText(dir, mark string) string {
 	}
 	branches := `'') ` + run("/dev/null") + `;; i) ` + run(q("i")) + `;; ` +
 		`o) ` + runUndo("/dev/null") + `;; io) ` + runUndo(q("i")) + `;; `
+	// A read that "succeeded" without reading (a function named read or
+	// builtin) leaves the "-" put there before it.
+	unread := `-*) ` + fatal(noReadWords) + `;; `
 	end := func(status string) string {
 		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
-			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-" >&51||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x")
+			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-" >&51||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x") +
+			`||` + fatal(noMarkerWords)
 	}
 	// After a break out of the command loop (the trap's, or the user's
 	// break 2), the command's end, then the loop again: from an outer
@@ -163,16 +169,35 @@ func loopText(dir, mark string) string {
 	post := `__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` + end("$?")
 	return trap + `;while ((1)); do while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
-		`IFS= \builtin read -r -u 50 __muxd_x||{ __muxd_s=$?;((__muxd_s>128))&&\builtin continue;` +
-		`[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(lostFDStatus) + `;IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52;\builtin exit "$__muxd_s";};` +
+		`__muxd_x=-;IFS= \builtin read -r -u 50 __muxd_x||{ __muxd_s=$?;((__muxd_s>128))&&\builtin continue;` +
+		`[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(lostFDStatus) + `;IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52;\builtin exit "$__muxd_s";` +
+		fatal(noReadWords) + `;};` +
 		`__muxd_p=1;` +
-		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches +
+		`case $__muxd_x${__muxd_n-}${__muxd_b-} in ` + branches + unread +
 		`*) __muxd_n= __muxd_b=;[[ -z ${__muxd_a-} ]]||\builtin eval "$__muxd_D";if [[ -e $__muxd_N ]]; then __muxd_b=130;` +
 		`else case $__muxd_x in ` + branches + `esac;fi;; ` +
 		`esac;` +
 		end("$?") + `;` +
 		`done;` + post + `;done;` + post + `;\builtin eval "$__muxd_L"`
 }
+
+// fatal ends the shell with words on its stderr (fd 52, for the dead
+// session's reason) where the loop cannot go on: it needs `builtin`,
+// `read` and `printf`, and a function of that name or `enable -n` takes
+// them away. Ending the shell is all that is left then, and an expansion
+// error ends a non-interactive bash whatever functions, aliases or
+// disabled builtins it has (__muxd_0 is readonly and empty). Without it
+// the loop waited for ever, or ran the last command again and again.
+func fatal(words string) string {
+	return `{ __muxd_e=${__muxd_0:?` + words + `};} 2>&52`
+}
+
+// The words of fatal, after bash's "__muxd_0: ": plain words, since they
+// stand unquoted in the loop text.
+const (
+	noReadWords   = "the session loop cannot read commands: a function or enable -n hides a builtin it needs (builtin, read)"
+	noMarkerWords = "the session loop cannot report command ends: a function or enable -n hides a builtin it needs (builtin, printf)"
+)
 
 // restoreText undoes what an override script (overrideScript) recorded,
 // newest first: each variable comes back with its value and export
@@ -272,7 +297,7 @@ const (
 // bash could not make them (the group never runs; the loop never
 // returns from it).
 func setupLine(dir, mark, extra string) string {
-	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
+	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_0= __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
 		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
 		extra + `for __muxd_i in {10..49}; do \builtin eval "\command exec $__muxd_i</dev/null";done;\command exec 50<&- 51<&- 52<&-;` +
 		`{ for __muxd_i in {10..49}; do \command exec {__muxd_i}<&-;done;[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(badSetupStatus) + `;\builtin eval "$__muxd_L";} <&- >&- 2>&-;\builtin exit ` + strconv.Itoa(badSetupStatus) + "\n"
