@@ -345,6 +345,11 @@ func (e *Engine) WaitProcess(ctx context.Context, id string) (ProcessInfo, error
 		return ProcessInfo{}, err
 	}
 	select {
+	case <-p.done: // first: an ended process answers even an expired ctx (timeoutMs 0)
+		return p.info(), nil
+	default:
+	}
+	select {
 	case <-p.done:
 		return p.info(), nil
 	case <-ctx.Done():

@@ -28,7 +28,12 @@ func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 		net.JoinHostPort("::1", strconv.Itoa(port)),
 	}
 	var d net.Dialer
-	t := time.NewTimer(0)
+	// One attempt whatever ctx says: a wait with no time left (timeoutMs
+	// 0) asks whether the port is open now.
+	if dialAny(context.WithoutCancel(ctx), &d, addrs) {
+		return nil
+	}
+	t := time.NewTimer(portPollInterval)
 	defer t.Stop()
 	for {
 		select {

@@ -76,7 +76,9 @@ func (b *backend) openProcess(ctx context.Context, ch *mux.Channel, params json.
 		}
 		sp := &streamPump{r: r, stream: s.stream, limit: -1}
 		if !follow {
-			sp.limit = max(end-max(s.from, first), 0)
+			// Offsets from `from` to end: bytes dropped meanwhile count
+			// as the gap they are sent as (pumpStream), the rest as DATA.
+			sp.limit = max(end-s.from, 0)
 		}
 		readers = append(readers, sp)
 	}
@@ -100,7 +102,7 @@ const pumpFrames = 8
 type streamPump struct {
 	r      *exec.OutputReader
 	stream exec.Stream
-	limit  int64 // bytes left to send with follow:false; -1 = until the end
+	limit  int64 // offsets left to cover (DATA or gap) with follow:false; -1 = until the end
 }
 
 func closePumps(ps []*streamPump) {

@@ -49,8 +49,11 @@ func (b *backend) openTerminal(ctx context.Context, ch *mux.Channel, params json
 	if err != nil {
 		return nil, ptyError(err)
 	}
-	from := int64(-1)
+	from := int64(-1) // absent: the retained output
 	if p.From != nil {
+		if *p.From < 0 {
+			return nil, mux.ErrInvalidParams("from must be ≥ 0")
+		}
 		from = *p.From
 	}
 	a, info, err := t.Attach(pty.AttachOptions{From: from, ReadOnly: p.ReadOnly, Instance: p.Instance})

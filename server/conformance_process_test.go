@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,27 @@ func TestProcessChannelLiveConforms(t *testing.T) {
 		}
 	})
 
+	t.Run("follow false from dropped bytes: the gap, the retained bytes, EOF", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"id": "big", "command": "head -c 200000 /dev/zero", "outputLimit": 1000})
+		mustCall(t, conn, "process.wait", obj{"id": "big", "timeoutMs": 5000})
+		for _, params := range []obj{{"id": "big", "follow": false}, {"id": "big", "follow": false, "stdout": 150000}} {
+			ch, meta, err := conn.Open(ctx, "process", 64<<10, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m struct{ Stdout struct{ First, End int64 } }
+			_ = json.Unmarshal(meta, &m)
+			out := drainProcess(t, events(ch), 5*time.Second)
+			_ = ch.Close()
+			from, _ := params["stdout"].(int)
+			if m.Stdout.End != 200000 || m.Stdout.First <= int64(from) || int64(len(out.stdout)) != m.Stdout.End-m.Stdout.First || out.end != io.EOF ||
+				len(out.ctrls) != 2 || out.ctrls[0]["op"] != "gap" || out.ctrls[0]["bytes"] != float64(m.Stdout.First-int64(from)) || out.ctrls[1]["op"] != "exit" {
+				t.Fatalf("from %d: range %+v, got %d bytes, CTRLs %v, end %v; want the gap to first, every retained byte, exit, EOF",
+					from, m.Stdout, len(out.stdout), out.ctrls, out.end)
+			}
+		}
+	})
+
 	t.Run("signal CTRL", func(t *testing.T) {
 		ch, _, err := conn.Open(ctx, "process", 64<<10, obj{"id": "run"})
 		if err != nil {
@@ -328,6 +350,28 @@ func TestRequestLifecycleConforms(t *testing.T) {
 		wantErr(t, "waitForPort when the process ends first", err, mux.CodeTimeout)
 		_, err = call(t, conn, "process.waitForPort", obj{"port": 1, "timeoutMs": 50})
 		wantErr(t, "waitForPort past its timeout", err, mux.CodeTimeout)
+	})
+
+	// timeoutMs 0 answers at once, from what holds now: never a timeout
+	// when the answer is already there.
+	t.Run("timeoutMs 0", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		port := ln.Addr().(*net.TCPAddr).Port
+		mustCall(t, conn, "process.start", obj{"command": "echo hello", "id": "zero", "outputLimit": 0}) // 0: the default
+		mustCall(t, conn, "process.wait", obj{"id": "zero", "timeoutMs": 5000})
+		for range 20 { // a coin toss each time before the fix
+			if p := mustCall(t, conn, "process.wait", obj{"id": "zero", "timeoutMs": 0}); p["status"] != "exited" {
+				t.Fatalf("process.wait: %v", p)
+			}
+			mustCall(t, conn, "process.waitForLog", obj{"id": "zero", "pattern": "hel+o", "timeoutMs": 0})
+			mustCall(t, conn, "process.waitForPort", obj{"port": port, "timeoutMs": 0})
+		}
+		_, err = call(t, conn, "process.waitForPort", obj{"port": 1, "timeoutMs": 0})
+		wantErr(t, "waitForPort with timeoutMs 0 on a closed port", err, mux.CodeTimeout)
 	})
 
 	t.Run("process.read", func(t *testing.T) {

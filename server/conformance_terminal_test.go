@@ -93,6 +93,7 @@ func TestTerminalChannelConforms(t *testing.T) {
 		{obj{"id": "nope"}, mux.CodeNotFound},
 		{obj{}, mux.CodeProtocol}, // bad params: channel codes only
 		{obj{"id": 5}, mux.CodeProtocol},
+		{obj{"id": "t1", "from": -5}, mux.CodeProtocol},
 	} {
 		_, _, err := conn.Open(ctx, "terminal", 64<<10, tt.params)
 		wantErr(t, "OPEN terminal", err, tt.code)

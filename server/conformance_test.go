@@ -64,6 +64,7 @@ func TestRPCErrorCodesConform(t *testing.T) {
 		{"process.start unknown session", "process.start", obj{"command": "true", "sessionId": "nope"}, mux.CodeNotFound},
 		{"process.start bad cwd", "process.start", obj{"command": "true", "cwd": "/no/such/dir"}, mux.CodeInvalidParams},
 		{"process.start dead session", "process.start", obj{"command": "true", "sessionId": "s-dead"}, mux.CodeSessionDead},
+		{"process.start negative outputLimit", "process.start", obj{"command": "true", "outputLimit": -1}, mux.CodeInvalidParams},
 		{"exec no command", "exec", obj{}, mux.CodeInvalidParams},
 		{"exec maxOutput over 512 KiB", "exec", obj{"command": "true", "maxOutput": 512<<10 + 1}, mux.CodeInvalidParams},
 		{"exec bad encoding", "exec", obj{"command": "true", "encoding": "hex"}, mux.CodeInvalidParams},

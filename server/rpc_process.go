@@ -71,10 +71,10 @@ func (b *backend) processStart(ctx context.Context, c *mux.Conn, params json.Raw
 		return nil, err
 	}
 	if p.OutputLimit != nil {
-		if *p.OutputLimit <= 0 {
-			return nil, mux.ErrInvalidParams("outputLimit must be positive")
+		if *p.OutputLimit < 0 {
+			return nil, mux.ErrInvalidParams("outputLimit must be ≥ 0 (0: the daemon's default)")
 		}
-		req.OutputLimit = *p.OutputLimit
+		req.OutputLimit = *p.OutputLimit // 0 is the engine's default
 	}
 	info, err := b.engine.e.StartProcess(ctx, req)
 	if err != nil {
