@@ -32,7 +32,8 @@ type Options struct {
 	// it runs on one goroutine per connection and must not block long.
 	OnNotify func(method string, params json.RawMessage)
 	// OnReconnect is called after each reconnection with the daemon's
-	// boot id and whether it changed (the daemon restarted).
+	// boot id and whether it changed (the daemon restarted). It runs on
+	// its own goroutine (it may call Close), one call at a time, in order.
 	OnReconnect func(boot string, restarted bool)
 	// Logger receives reconnect events (default: discard).
 	Logger *slog.Logger
@@ -68,6 +69,28 @@ type Client struct {
 	ctx     context.Context // ends on Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	// reconnects feeds OnReconnect's goroutine: outside wg, so the
+	// callback may call Close.
+	reconnects chan reconnect
+}
+
+type reconnect struct {
+	boot      string
+	restarted bool
+}
+
+// callReconnects calls OnReconnect for each reconnection, in order, until
+// Close.
+func (c *Client) callReconnects() {
+	for {
+		select {
+		case r := <-c.reconnects:
+			c.opts.OnReconnect(r.boot, r.restarted)
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 // Dial connects to the daemon at rawURL (http://host:port, or the /ws
@@ -101,6 +124,10 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	c.conn, c.boot = conn, conn.Hello().Boot
 	c.wg.Add(1)
 	go c.supervise(conn)
+	if opts.OnReconnect != nil {
+		c.reconnects = make(chan reconnect, 16)
+		go c.callReconnects()
+	}
 	return c, nil
 }
 
@@ -208,8 +235,11 @@ func (c *Client) redial() *mux.Conn {
 			c.mu.Unlock()
 			c.setConn(conn)
 			c.log.Info("reconnected", "attempt", attempt, "restarted", restarted)
-			if fn := c.opts.OnReconnect; fn != nil {
-				fn(boot, restarted)
+			if c.reconnects != nil {
+				select {
+				case c.reconnects <- reconnect{boot, restarted}:
+				case <-c.ctx.Done():
+				}
 			}
 			return conn
 		}

@@ -14,7 +14,10 @@ import (
 // ExecOptions are the optional params of exec.
 type ExecOptions struct {
 	// ID names the exec (default: a fresh uuid), so its output can be
-	// streamed and its result fetched after a reconnect.
+	// streamed and its result fetched after a reconnect. An ID that an
+	// ended exec or process still holds may be reused: Exec then asks
+	// for its instance first (one more round trip), so that live output
+	// and a result fetched after a reconnect are this command's.
 	ID        string
 	Cwd       string
 	Env       map[string]*string
@@ -25,7 +28,8 @@ type ExecOptions struct {
 	// at most 512 KiB); the full output stays readable by ID.
 	MaxOutput int
 	// OnOutput, when set, receives the output live through a process
-	// channel, every byte once and in order within each stream.
+	// channel, every byte once and in order within each stream. data is
+	// valid only during the call: copy it to keep it.
 	OnOutput func(stream string, data []byte)
 }
 
@@ -70,8 +74,18 @@ type execWire struct {
 // result. The command survives a dropped socket: Exec then waits for it
 // by id on the new socket and reads its output back.
 func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*ExecResult, error) {
+	var stale string // the instance an earlier holder of a caller's ID has
 	if opts.ID == "" {
 		opts.ID = uuid.NewString()
+	} else {
+		var old ProcessInfo
+		err := c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &old)
+		switch {
+		case err == nil:
+			stale = old.Instance
+		case !IsCode(err, mux.CodeNotFound):
+			return nil, err
+		}
 	}
 	p := execParams{Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env,
 		TimeoutMs: opts.Timeout.Milliseconds(), SessionID: opts.SessionID, Encoding: "base64", MaxOutput: opts.MaxOutput}
@@ -80,7 +94,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 	}
 	var live *liveOutput
 	if opts.OnOutput != nil {
-		live = startLive(ctx, c, opts.ID, opts.OnOutput)
+		live = startLive(ctx, c, opts.ID, stale, opts.OnOutput)
 	}
 	var w execWire
 	err := c.Call(ctx, "exec", p, &w)
@@ -89,7 +103,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 	case err == nil:
 		res, err = decodeExec(w)
 	case errors.Is(err, ErrDisconnected):
-		res, err = c.execAfterDrop(ctx, opts)
+		res, err = c.execAfterDrop(ctx, opts, stale)
 	}
 	if live != nil {
 		if err != nil {
@@ -117,13 +131,10 @@ func decodeExec(w execWire) (*ExecResult, error) {
 
 // execAfterDrop waits for an exec by id after the socket dropped, and
 // rebuilds its result from process.wait and process.read.
-func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions) (*ExecResult, error) {
-	p := &Process{c: c, info: ProcessInfo{ID: opts.ID}}
-	var info ProcessInfo
-	var err error
-	// The exec may not be registered yet if the request was lost with
-	// the socket: then not_found is the honest answer.
-	if info, err = p.Wait(ctx); err != nil {
+func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions, stale string) (*ExecResult, error) {
+	p := newProcess(c, ProcessInfo{ID: opts.ID})
+	info, err := c.awaitExec(ctx, p, opts.SessionID, stale)
+	if err != nil {
 		return nil, err
 	}
 	limit := int64(opts.MaxOutput)
@@ -142,6 +153,55 @@ func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions) (*ExecResu
 	return res, nil
 }
 
+// awaitExec waits for the exec p after a drop. The daemon registers an
+// exec when it starts, and a session exec only when its turn comes: while
+// the session is busy, an exec not found yet may be queued behind its
+// command, so the wait goes on until the session is idle. An exec the
+// daemon never registered (the request was lost with the socket) is
+// not_found; so is the ended holder of a reused ID (instance stale).
+func (c *Client) awaitExec(ctx context.Context, p *Process, sessionID, stale string) (ProcessInfo, error) {
+	notFound := mux.NewError(mux.CodeNotFound, "exec %q was not registered by the daemon: the request was lost with the socket", p.id)
+	backoff := 5 * time.Millisecond
+	for idle := 0; idle < 2; { // idle twice: a turn may begin between the two calls
+		info, err := p.Wait(ctx)
+		switch {
+		case err == nil && (stale == "" || info.Instance != stale):
+			return info, nil
+		case err != nil && !IsCode(err, mux.CodeNotFound):
+			return ProcessInfo{}, err
+		case sessionID == "":
+			return ProcessInfo{}, notFound
+		}
+		busy, err := c.sessionBusy(ctx, sessionID)
+		if err != nil {
+			return ProcessInfo{}, err
+		}
+		if !busy {
+			idle++
+		}
+		if !sleepCtx(ctx, backoff) {
+			return ProcessInfo{}, ctx.Err()
+		}
+		backoff = min(backoff*2, 100*time.Millisecond)
+	}
+	return ProcessInfo{}, notFound
+}
+
+// sessionBusy reports whether session id runs a command now (false once
+// it is gone).
+func (c *Client) sessionBusy(ctx context.Context, id string) (bool, error) {
+	list, err := c.ListSessions(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range list {
+		if s.ID == id {
+			return s.Busy && s.Alive, nil
+		}
+	}
+	return false, nil
+}
+
 // liveOutput follows an exec's output through a process channel while
 // the exec request runs.
 type liveOutput struct {
@@ -155,16 +215,21 @@ type liveOutput struct {
 // startLive opens the exec's process channel as soon as the exec is
 // registered (retrying not_found while it waits its turn) and delivers
 // output to fn until the exec ends.
-func startLive(ctx context.Context, c *Client, id string, fn func(string, []byte)) *liveOutput {
+func startLive(ctx context.Context, c *Client, id, stale string, fn func(string, []byte)) *liveOutput {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &liveOutput{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(l.done)
-		f := newFollower(c, id, "", true)
-		defer f.close()
 		backoff := time.Millisecond
+		var f *follower
+		defer func() { f.close() }()
 		for {
+			f = newFollower(c, id, "", true)
 			err := f.open(ctx)
+			if err == nil && f.instance == stale {
+				f.close() // the earlier holder of the id: not this exec yet
+				err = mux.NewError(mux.CodeNotFound, "exec %q not registered yet", id)
+			}
 			if err == nil {
 				break
 			}

@@ -56,12 +56,25 @@ type processStartParams struct {
 
 // Process is a handle on a daemon process.
 type Process struct {
-	c    *Client
-	info ProcessInfo
+	c        *Client
+	id       string
+	instance string
 
-	// mu guards stdin.
+	// mu guards info and stdin.
 	mu    sync.Mutex
+	info  ProcessInfo
 	stdin *stdinWriter
+}
+
+func newProcess(c *Client, info ProcessInfo) *Process {
+	return &Process{c: c, id: info.ID, instance: info.Instance, info: info}
+}
+
+// setInfo keeps info as the latest state seen.
+func (p *Process) setInfo(info ProcessInfo) {
+	p.mu.Lock()
+	p.info = info
+	p.mu.Unlock()
 }
 
 // StartProcess starts command (bash -c) and returns once it runs.
@@ -74,7 +87,7 @@ func (c *Client) StartProcess(ctx context.Context, command string, opts ProcessO
 	if err != nil {
 		return nil, err
 	}
-	return &Process{c: c, info: info}, nil
+	return newProcess(c, info), nil
 }
 
 // Process returns a handle on an existing process (or exec) by id.
@@ -83,7 +96,7 @@ func (c *Client) Process(ctx context.Context, id string) (*Process, error) {
 	if err := c.callIdempotent(ctx, "process.get", map[string]string{"id": id}, &info); err != nil {
 		return nil, err
 	}
-	return &Process{c: c, info: info}, nil
+	return newProcess(c, info), nil
 }
 
 // ListProcesses lists processes started with process.start (all, or
@@ -101,17 +114,21 @@ func (c *Client) ListProcesses(ctx context.Context, sessionID string) ([]Process
 }
 
 // ID is the process id.
-func (p *Process) ID() string { return p.info.ID }
+func (p *Process) ID() string { return p.id }
 
 // Info is the process as last seen (at start, or the last Wait/Refresh).
-func (p *Process) Info() ProcessInfo { return p.info }
+func (p *Process) Info() ProcessInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.info
+}
 
 // Refresh fetches the current state.
 func (p *Process) Refresh(ctx context.Context) (ProcessInfo, error) {
 	var info ProcessInfo
-	err := p.c.callIdempotent(ctx, "process.get", map[string]string{"id": p.info.ID}, &info)
+	err := p.c.callIdempotent(ctx, "process.get", map[string]string{"id": p.id}, &info)
 	if err == nil {
-		p.info = info
+		p.setInfo(info)
 	}
 	return info, err
 }
@@ -122,7 +139,7 @@ func (p *Process) Stdout() *StreamReader { return p.StdoutFrom(0) }
 
 // StdoutFrom is Stdout starting at byte offset from.
 func (p *Process) StdoutFrom(from int64) *StreamReader {
-	f := newFollower(p.c, p.info.ID, p.info.Instance, true)
+	f := newFollower(p.c, p.id, p.instance, true)
 	f.offs[streamStdout] = from
 	return &StreamReader{f: f, want: streamStdout}
 }
@@ -132,7 +149,7 @@ func (p *Process) Stderr() *StreamReader { return p.StderrFrom(0) }
 
 // StderrFrom is Stderr starting at byte offset from.
 func (p *Process) StderrFrom(from int64) *StreamReader {
-	f := newFollower(p.c, p.info.ID, p.info.Instance, true)
+	f := newFollower(p.c, p.id, p.instance, true)
 	f.offs[streamStderr] = from
 	return &StreamReader{f: f, want: streamStderr}
 }
@@ -141,7 +158,7 @@ func (p *Process) StderrFrom(from int64) *StreamReader {
 // daemon read them, until the process ended (it returns nil then) or ctx
 // ends. Gaps are skipped.
 func (p *Process) Output(ctx context.Context, fn func(stream string, data []byte)) error {
-	f := newFollower(p.c, p.info.ID, p.info.Instance, true)
+	f := newFollower(p.c, p.id, p.instance, true)
 	defer f.close()
 	return drain(ctx, f, fn)
 }
@@ -149,7 +166,7 @@ func (p *Process) Output(ctx context.Context, fn func(stream string, data []byte
 // OutputSoFar is Output without following: it returns at the output's
 // current end, even while the process runs.
 func (p *Process) OutputSoFar(ctx context.Context, fn func(stream string, data []byte)) error {
-	f := newFollower(p.c, p.info.ID, p.info.Instance, false)
+	f := newFollower(p.c, p.id, p.instance, false)
 	defer f.close()
 	return drain(ctx, f, fn)
 }
@@ -184,9 +201,9 @@ func (p *Process) Stdin() io.WriteCloser {
 // Wait waits for the process to end and returns its final state.
 func (p *Process) Wait(ctx context.Context) (ProcessInfo, error) {
 	var info ProcessInfo
-	err := p.c.callIdempotent(ctx, "process.wait", map[string]string{"id": p.info.ID}, &info)
+	err := p.c.callIdempotent(ctx, "process.wait", map[string]string{"id": p.id}, &info)
 	if err == nil {
-		p.info = info
+		p.setInfo(info)
 	}
 	return info, err
 }
@@ -194,7 +211,7 @@ func (p *Process) Wait(ctx context.Context) (ProcessInfo, error) {
 // Kill signals the whole tree (default TERM), then KILL after grace
 // (0 = the daemon's default, 2 s).
 func (p *Process) Kill(ctx context.Context, signal string, grace time.Duration) error {
-	params := map[string]any{"id": p.info.ID}
+	params := map[string]any{"id": p.id}
 	if signal != "" {
 		params["signal"] = signal
 	}
@@ -206,7 +223,7 @@ func (p *Process) Kill(ctx context.Context, signal string, grace time.Duration) 
 
 // Remove forgets an ended process and its output.
 func (p *Process) Remove(ctx context.Context) error {
-	return p.c.callIdempotent(ctx, "process.remove", map[string]string{"id": p.info.ID}, nil)
+	return p.c.callIdempotent(ctx, "process.remove", map[string]string{"id": p.id}, nil)
 }
 
 // LogMatch is the result of WaitForLog.
@@ -221,14 +238,14 @@ type LogMatch struct {
 // (both streams, from the first byte).
 func (p *Process) WaitForLog(ctx context.Context, pattern string) (LogMatch, error) {
 	var m LogMatch
-	err := p.c.callIdempotent(ctx, "process.waitForLog", map[string]any{"id": p.info.ID, "pattern": pattern}, &m)
+	err := p.c.callIdempotent(ctx, "process.waitForLog", map[string]any{"id": p.id, "pattern": pattern}, &m)
 	return m, err
 }
 
 // WaitForPort waits until a TCP connect to port on loopback succeeds; it
 // fails with timeout if the process ends first.
 func (p *Process) WaitForPort(ctx context.Context, port int) error {
-	return p.c.callIdempotent(ctx, "process.waitForPort", map[string]any{"id": p.info.ID, "port": port}, nil)
+	return p.c.callIdempotent(ctx, "process.waitForPort", map[string]any{"id": p.id, "port": port}, nil)
 }
 
 // Read returns a slice of retained output (at most 512 KiB) starting at
@@ -240,7 +257,7 @@ func (p *Process) Read(ctx context.Context, stream string, from, length int64) (
 		First int64  `json:"first"`
 		End   int64  `json:"end"`
 	}
-	err = p.c.callIdempotent(ctx, "process.read", map[string]any{"id": p.info.ID, "stream": stream,
+	err = p.c.callIdempotent(ctx, "process.read", map[string]any{"id": p.id, "stream": stream,
 		"from": from, "length": length, "encoding": "base64"}, &r)
 	if err != nil {
 		return nil, 0, 0, err
@@ -284,7 +301,7 @@ type stdinWriter struct {
 
 func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 	if w.f == nil || w.f.ch == nil {
-		w.f = newFollower(w.p.c, w.p.info.ID, w.p.info.Instance, true)
+		w.f = newFollower(w.p.c, w.p.id, w.p.instance, true)
 		// Skip output we do not want: start both streams at their ends.
 		info, err := w.p.Refresh(ctx)
 		if err != nil {
@@ -315,30 +332,40 @@ func discard(ch *mux.Channel) {
 func (w *stdinWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	done := 0 // across sockets: io.Writer counts all of p
 	for {
 		ch, err := w.channel(context.Background())
 		if err != nil {
-			return 0, err
+			return done, err
 		}
 		n, err := ch.Write(p)
+		done += n
 		if err == nil {
-			return n, nil
+			return done, nil
 		}
 		if !lost(w.f.conn, err) {
-			return n, err
+			return done, err
 		}
 		w.f.ch = nil
 		p = p[n:]
 	}
 }
 
-// Close sends EOF: the process reads end of file.
+// Close sends EOF: the process reads end of file. After a disconnect it
+// goes out on the new socket.
 func (w *stdinWriter) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ch, err := w.channel(context.Background())
-	if err != nil {
-		return err
+	for range 3 { // a socket lost between the open and the EOF, then again
+		ch, err := w.channel(context.Background())
+		if err != nil {
+			return err
+		}
+		err = ch.CloseWrite()
+		if err == nil || !lost(w.f.conn, err) {
+			return err
+		}
+		w.f.ch = nil
 	}
-	return ch.CloseWrite()
+	return ErrDisconnected
 }

@@ -45,10 +45,17 @@ type follower struct {
 	buf      []byte
 	exit     *ExitInfo
 	done     bool
+
+	// ctx ends with close, from any goroutine: it closes the open
+	// channel and ends a (re)open waiting for the daemon.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func newFollower(c *Client, id, instance string, follow bool) *follower {
-	return &follower{c: c, id: id, instance: instance, follow: follow}
+	f := &follower{c: c, id: id, instance: instance, follow: follow}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	return f
 }
 
 type processOpenParams struct {
@@ -60,19 +67,23 @@ type processOpenParams struct {
 }
 
 func (f *follower) open(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(f.ctx, cancel)()
 	for {
 		conn, err := f.c.Conn(ctx)
 		if err != nil {
-			return err
+			return f.closedOr(err)
 		}
 		ch, meta, err := conn.Open(ctx, "process", f.c.opts.StreamWindow, processOpenParams{
 			ID: f.id, Instance: f.instance, Stdout: f.offs[1], Stderr: f.offs[2], Follow: f.follow})
 		if err != nil {
-			if lost(conn, err) {
+			if lost(conn, err) && f.ctx.Err() == nil {
 				continue
 			}
-			return err
+			return f.closedOr(err)
 		}
+		context.AfterFunc(f.ctx, func() { _ = ch.Close() }) // close, from any goroutine
 		var m struct {
 			Instance string `json:"instance"`
 		}
@@ -92,6 +103,9 @@ func (f *follower) open(ctx context.Context) error {
 // until the next call), a *GapError, or io.EOF once the output ended.
 func (f *follower) next(ctx context.Context) (stream byte, data []byte, err error) {
 	for {
+		if f.ctx.Err() != nil {
+			return 0, nil, ErrClosed
+		}
 		if f.done {
 			return 0, nil, io.EOF
 		}
@@ -102,6 +116,8 @@ func (f *follower) next(ctx context.Context) (stream byte, data []byte, err erro
 		}
 		n, ctrl, err := f.readFrame(ctx)
 		switch {
+		case err != nil && f.ctx.Err() != nil:
+			return 0, nil, ErrClosed
 		case err == nil && ctrl != nil:
 			if gap := f.ctrl(ctrl); gap != nil {
 				return 0, nil, gap
@@ -168,12 +184,15 @@ func (f *follower) ctrl(raw json.RawMessage) *GapError {
 	return nil
 }
 
-func (f *follower) close() {
-	if f.ch != nil {
-		_ = f.ch.Close() // Best effort.
-		f.ch = nil
+// close stops the follower; any goroutine may call it.
+func (f *follower) close() { f.cancel() }
+
+// closedOr is ErrClosed once close was called, else err.
+func (f *follower) closedOr(err error) error {
+	if f.ctx.Err() != nil {
+		return ErrClosed
 	}
-	f.done = true
+	return err
 }
 
 // StreamReader reads one stream of a process, resuming across reconnects.
@@ -247,7 +266,8 @@ func (r *StreamReader) fill() error {
 // Offset is the stream offset of the next byte Read returns.
 func (r *StreamReader) Offset() int64 { return r.f.offs[r.want] - int64(len(r.pending)) }
 
-// Close stops reading.
+// Close stops reading: a Read in another goroutine, or waiting for a
+// reconnect, returns ErrClosed.
 func (r *StreamReader) Close() error {
 	r.f.close()
 	return nil

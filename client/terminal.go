@@ -82,20 +82,31 @@ type AttachOptions struct {
 }
 
 // Terminal is an attachment to a daemon terminal: an io.ReadWriter of the
-// terminal's bytes that resumes at its offset after a reconnect.
+// terminal's bytes that resumes at its offset after a reconnect. The
+// offset is known once the replay of retained output ended (Offset ≥ 0);
+// a socket that drops during the replay replays it again, so bytes read
+// before the drop come again.
+//
+// Read is for one goroutine; Write, Resize, Signal, Offset, Exit and Close
+// may be called from others, and answer while Read waits for the daemon.
 type Terminal struct {
 	c        *Client
 	id       string
 	readOnly bool
 
-	// mu guards the fields below; never held across network I/O except
-	// the brief (re)open in channel.
+	// openMu serializes (re)opens; it is held across the wait for a
+	// connection, so nothing else takes it. ctx ends with Close, and
+	// with it any (re)open.
+	openMu sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// mu guards the fields below; never held across network I/O.
 	mu       sync.Mutex
 	instance string
 	offset   int64 // next live output byte; -1 until the first sync
 	from     *int64
 	ch       *mux.Channel
-	conn     *mux.Conn
 	cols     int
 	rows     int
 	exit     *ExitInfo
@@ -108,7 +119,9 @@ type Terminal struct {
 // AttachTerminal attaches to terminal id.
 func (c *Client) AttachTerminal(ctx context.Context, id string, opts AttachOptions) (*Terminal, error) {
 	t := &Terminal{c: c, id: id, readOnly: opts.ReadOnly, instance: opts.Instance, offset: -1, from: opts.From}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	if _, err := t.channel(ctx); err != nil {
+		t.cancel()
 		return nil, err
 	}
 	return t, nil
@@ -122,50 +135,82 @@ type terminalOpenParams struct {
 }
 
 // channel returns the open channel, reopening it after a reconnect at the
-// offset reached.
+// offset reached. Waiting for the connection holds only openMu: Offset,
+// Exit, Close and the rest answer meanwhile, and Close ends the wait.
 func (t *Terminal) channel(ctx context.Context) (*mux.Channel, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, ErrClosed
+	if ch, err := t.current(); ch != nil || err != nil {
+		return ch, err
 	}
-	if t.ch != nil {
-		return t.ch, nil
+	t.openMu.Lock()
+	defer t.openMu.Unlock()
+	if ch, err := t.current(); ch != nil || err != nil {
+		return ch, err // another caller reopened it meanwhile
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(t.ctx, cancel)()
 	for {
 		conn, err := t.c.Conn(ctx)
 		if err != nil {
-			return nil, err
+			return nil, t.closedOr(err)
 		}
-		from := t.from
+		t.mu.Lock()
+		from, instance := t.from, t.instance
 		if t.offset >= 0 {
 			off := t.offset
 			from = &off
 		}
+		t.mu.Unlock()
 		ch, meta, err := conn.Open(ctx, "terminal", t.c.opts.StreamWindow,
-			terminalOpenParams{ID: t.id, Instance: t.instance, From: from, ReadOnly: t.readOnly})
+			terminalOpenParams{ID: t.id, Instance: instance, From: from, ReadOnly: t.readOnly})
 		if err != nil {
-			if lost(conn, err) {
+			if lost(conn, err) && t.ctx.Err() == nil {
 				continue
 			}
-			return nil, err
+			return nil, t.closedOr(err)
 		}
 		var m struct {
 			Cols, Rows int
 			Instance   string
 		}
 		_ = json.Unmarshal(meta, &m) // Best effort: informational.
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			_ = ch.Close() // Best effort: Close came first.
+			return nil, ErrClosed
+		}
 		t.instance = m.Instance
 		if t.buf == nil {
 			t.buf = make([]byte, conn.Hello().Limits.MaxFrame)
 		}
-		t.ch, t.conn = ch, conn
-		if t.cols > 0 && !t.readOnly && (t.cols != m.Cols || t.rows != m.Rows) {
+		t.ch = ch
+		cols, rows := t.cols, t.rows
+		t.mu.Unlock()
+		if cols > 0 && !t.readOnly && (cols != m.Cols || rows != m.Rows) {
 			// Re-apply the size we asked for: it may have been lost.
-			_ = ch.SendCtrl(map[string]any{"op": "resize", "cols": t.cols, "rows": t.rows}) // Best effort.
+			_ = ch.SendCtrl(map[string]any{"op": "resize", "cols": cols, "rows": rows}) // Best effort.
 		}
 		return ch, nil
 	}
+}
+
+// current returns the open channel, if any, or ErrClosed.
+func (t *Terminal) current() (*mux.Channel, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	return t.ch, nil
+}
+
+// closedOr is ErrClosed once Close was called, else err.
+func (t *Terminal) closedOr(err error) error {
+	if t.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return err
 }
 
 // dropChannel forgets ch after its connection was lost.
@@ -207,7 +252,7 @@ func (t *Terminal) Read(p []byte) (int, error) {
 			}
 			t.mu.Unlock()
 			t.pending = t.buf[:n]
-		case lost(t.connOf(), err):
+		case lost(ch.Conn(), err):
 			// Checked before EOF: a dropped socket can surface as io.EOF.
 			t.dropChannel(ch)
 		case errors.Is(err, io.EOF):
@@ -219,12 +264,6 @@ func (t *Terminal) Read(p []byte) (int, error) {
 	n := copy(p, t.pending)
 	t.pending = t.pending[n:]
 	return n, nil
-}
-
-func (t *Terminal) connOf() *mux.Conn {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.conn
 }
 
 func (t *Terminal) applyCtrl(raw json.RawMessage) {
@@ -275,7 +314,7 @@ func (t *Terminal) Write(p []byte) (int, error) {
 		if err == nil {
 			return done, nil
 		}
-		if !lost(t.connOf(), err) {
+		if !lost(ch.Conn(), err) {
 			return done, err
 		}
 		t.dropChannel(ch)
@@ -306,6 +345,7 @@ func (t *Terminal) Signal(sig string) error {
 
 // Close detaches; the terminal lives on in the daemon.
 func (t *Terminal) Close() error {
+	t.cancel() // ends a (re)open waiting for the daemon
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true

@@ -1,0 +1,321 @@
+package integration
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/muxd/muxd/client"
+)
+
+// The Go client across dropped sockets and a daemon out of reach: what
+// a harness does with it mid-flight must finish, fail clearly or stop
+// when asked, never hang or mix up commands.
+
+// dropSockets cuts every socket of d (its test hook); the client redials.
+func dropSockets(t *testing.T, d *daemon) {
+	t.Helper()
+	resp, err := http.Post(d.URL+"/_test/drop", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+}
+
+// cutProxy forwards 127.0.0.1 TCP to the daemon until cut, which closes
+// its listener and every connection: the daemon is out of reach.
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); _ = s.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *cutProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+func (p *cutProxy) cut() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// within runs f and fails the test if it has not returned after d.
+func within(t *testing.T, what string, d time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v", what, d)
+	}
+}
+
+func TestClientStdinAcrossADroppedSocket(t *testing.T) {
+	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+
+	t.Run("Close after a reconnect sends EOF", func(t *testing.T) {
+		p, err := c.StartProcess(ctx, "cat; echo eof", client.ProcessOptions{Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := p.Stdin()
+		if _, err := in.Write([]byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
+		dropSockets(t, d)
+		if err := in.Close(); err != nil {
+			t.Fatalf("Close after the drop: %v", err)
+		}
+		info, err := p.Wait(ctx)
+		if err != nil || info.Status != "exited" {
+			t.Fatalf("Wait: %+v %v: cat never read EOF", info, err)
+		}
+		out, _, _, _ := p.Read(ctx, "stdout", 0, 100)
+		if string(out) != "hello\neof\n" {
+			t.Errorf("stdout %q", out)
+		}
+	})
+
+	t.Run("Write counts every byte across the drop", func(t *testing.T) {
+		p, err := c.StartProcess(ctx, "sleep 1; wc -c", client.ProcessOptions{Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(300 * time.Millisecond) // Write is blocked on credit by then
+			dropSockets(t, d)
+		}()
+		buf := make([]byte, 4<<20)
+		n, err := p.Stdin().Write(buf)
+		if n != len(buf) || err != nil {
+			t.Fatalf("Write = %d, %v; want %d, nil (io.Writer counts all of p)", n, err, len(buf))
+		}
+		_ = p.Stdin().Close()
+		_, _ = p.Wait(ctx)
+	})
+}
+
+func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
+	d := startDaemon(t, nil)
+	proxy := newCutProxy(t, d.Addr)
+	ctx := ctxT(t, 30*time.Second)
+	c, err := client.Dial(ctx, proxy.URL(), client.Options{MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := term.ID()
+	readErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := term.Read(buf); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	_, _ = term.Write([]byte("echo hi\n"))
+	time.Sleep(200 * time.Millisecond) // some output read
+	proxy.cut()                        // Read now waits for a daemon it cannot reach
+	time.Sleep(200 * time.Millisecond)
+	within(t, "Offset", 2*time.Second, func() { _ = term.Offset() })
+	within(t, "Exit", 2*time.Second, func() { _, _, _ = term.Exit() })
+	within(t, "Close", 2*time.Second, func() { _ = term.Close() })
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, client.ErrClosed) {
+			t.Errorf("Read after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read still blocked 5 s after Close")
+	}
+	// The terminal lives on in the daemon: end it there.
+	c2 := d.dial(t, client.Options{})
+	if err := c2.DestroyTerminal(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClientStreamReaderClosedFromAnotherGoroutine(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	p, err := c.StartProcess(ctx, "echo start; exec sleep 30", client.ProcessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Stdout()
+	if got := readUntil(t, r, "start", 5*time.Second); !strings.Contains(got, "start") {
+		t.Fatal(got)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 64))
+		readErr <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the Read waits for output
+	_ = r.Close()
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, client.ErrClosed) {
+			t.Errorf("Read: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read still blocked 5 s after Close")
+	}
+	// Info while Wait updates it (the race detector watches).
+	waited := make(chan struct{})
+	go func() { _, _ = p.Wait(ctx); close(waited) }()
+	_ = p.Kill(ctx, "KILL", 0)
+	for i := 0; i < 1e6; i++ {
+		_ = p.Info()
+		select {
+		case <-waited:
+			_ = p.Info()
+			return
+		default:
+		}
+	}
+}
+
+func TestClientExecWithAReusedID(t *testing.T) {
+	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	s, err := c.CreateSession(ctx, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Exec(ctx, "echo OLD", client.ExecOptions{ID: "step"}); err != nil {
+		t.Fatal(err)
+	}
+	// Queued behind a busy session, the new exec is not registered yet
+	// while the old one still holds the id.
+	go func() { _, _ = s.Exec(ctx, "sleep 0.5", client.ExecOptions{}) }()
+	for range 200 {
+		if l, _ := c.ListSessions(ctx); len(l) == 1 && l[0].Busy {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling session.list: no busy event
+	}
+	var mu sync.Mutex
+	var live strings.Builder
+	r, err := s.Exec(ctx, "echo NEW", client.ExecOptions{ID: "step", OnOutput: func(_ string, b []byte) {
+		mu.Lock()
+		live.Write(b)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if string(r.Stdout) != "NEW\n" || live.String() != "NEW\n" {
+		t.Errorf("result %q, live output %q; want NEW only", r.Stdout, live.String())
+	}
+}
+
+func TestClientQueuedSessionExecSurvivesADroppedSocket(t *testing.T) {
+	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	s, err := c.CreateSession(ctx, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, "sleep 1", client.ExecOptions{})
+		first <- err
+	}()
+	for range 200 { // until the session runs the sleep
+		if l, _ := c.ListSessions(ctx); len(l) == 1 && l[0].Busy {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling session.list: no busy event
+	}
+	queued := make(chan error, 1)
+	var res *client.ExecResult
+	go func() {
+		var err error
+		res, err = s.Exec(ctx, "echo queued", client.ExecOptions{ID: "queued"})
+		queued <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the second exec waits its turn
+	dropSockets(t, d)
+	if err := <-first; err != nil {
+		t.Errorf("first exec: %v", err)
+	}
+	if err := <-queued; err != nil || string(res.Stdout) != "queued\n" {
+		t.Fatalf("queued exec after the drop: %v (it was queued, not lost)", err)
+	}
+}
+
+func TestClientCloseFromOnReconnect(t *testing.T) {
+	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
+	ctx := ctxT(t, 30*time.Second)
+	closed := make(chan struct{})
+	self := make(chan *client.Client, 1)
+	c, err := client.Dial(ctx, d.URL, client.Options{OnReconnect: func(string, bool) {
+		_ = (<-self).Close()
+		close(closed)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self <- c
+	dropSockets(t, d)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close called from OnReconnect did not return")
+	}
+}
