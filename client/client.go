@@ -31,10 +31,14 @@ type Options struct {
 	// OnNotify receives the daemon's notifications (process.exited, ...);
 	// it runs on one goroutine per connection and must not block long.
 	OnNotify func(method string, params json.RawMessage)
-	// OnReconnect is called after each reconnection with the daemon's
-	// boot id and whether it changed (the daemon restarted). It runs on
-	// its own goroutine (it may call Close), one call at a time, in order.
-	OnReconnect func(boot string, restarted bool)
+	// OnDisconnect is called when the connection drops, with why, before
+	// the client dials again; OnReconnect after each reconnection, with
+	// the daemon's boot id and whether it changed (the daemon restarted:
+	// its processes, sessions and terminals are gone). Both run on one
+	// goroutine of their own (they may call Close), a call at a time, in
+	// order.
+	OnDisconnect func(err error)
+	OnReconnect  func(boot string, restarted bool)
 	// Logger receives reconnect events (default: discard).
 	Logger *slog.Logger
 	// Config tunes the wsmux connection (default mux.DefaultConfig()).
@@ -70,26 +74,43 @@ type Client struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	// reconnects feeds OnReconnect's goroutine: outside wg, so the
-	// callback may call Close.
-	reconnects chan reconnect
+	// events feeds the goroutine of OnDisconnect and OnReconnect:
+	// outside wg, so the callbacks may call Close.
+	events chan connEvent
 }
 
-type reconnect struct {
+// connEvent is a disconnection (err set) or a reconnection.
+type connEvent struct {
+	err       error
 	boot      string
 	restarted bool
 }
 
-// callReconnects calls OnReconnect for each reconnection, in order, until
-// Close.
-func (c *Client) callReconnects() {
+// callEvents calls OnDisconnect and OnReconnect in order until Close.
+func (c *Client) callEvents() {
 	for {
 		select {
-		case r := <-c.reconnects:
-			c.opts.OnReconnect(r.boot, r.restarted)
+		case ev := <-c.events:
+			switch {
+			case ev.err != nil && c.opts.OnDisconnect != nil:
+				c.opts.OnDisconnect(ev.err)
+			case ev.err == nil && c.opts.OnReconnect != nil:
+				c.opts.OnReconnect(ev.boot, ev.restarted)
+			}
 		case <-c.ctx.Done():
 			return
 		}
+	}
+}
+
+// event queues ev for the callbacks, unless the client closes first.
+func (c *Client) event(ev connEvent) {
+	if c.events == nil {
+		return
+	}
+	select {
+	case c.events <- ev:
+	case <-c.ctx.Done():
 	}
 }
 
@@ -124,9 +145,9 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	c.conn, c.boot = conn, conn.Hello().Boot
 	c.wg.Add(1)
 	go c.supervise(conn)
-	if opts.OnReconnect != nil {
-		c.reconnects = make(chan reconnect, 16)
-		go c.callReconnects()
+	if opts.OnReconnect != nil || opts.OnDisconnect != nil {
+		c.events = make(chan connEvent, 16)
+		go c.callEvents()
 	}
 	return c, nil
 }
@@ -212,6 +233,11 @@ func (c *Client) supervise(conn *mux.Conn) {
 			return
 		}
 		c.log.Info("disconnected; reconnecting", "err", conn.Err())
+		err := conn.Err()
+		if err == nil {
+			err = ErrDisconnected
+		}
+		c.event(connEvent{err: err})
 		next := c.redial()
 		if next == nil {
 			return
@@ -235,12 +261,7 @@ func (c *Client) redial() *mux.Conn {
 			c.mu.Unlock()
 			c.setConn(conn)
 			c.log.Info("reconnected", "attempt", attempt, "restarted", restarted)
-			if c.reconnects != nil {
-				select {
-				case c.reconnects <- reconnect{boot, restarted}:
-				case <-c.ctx.Done():
-				}
-			}
+			c.event(connEvent{boot: boot, restarted: restarted})
 			return conn
 		}
 		t := time.NewTimer(backoff)

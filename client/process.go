@@ -158,20 +158,29 @@ func (p *Process) StderrFrom(from int64) *StreamReader {
 // daemon read them, until the process ended (it returns nil then) or ctx
 // ends. Gaps are skipped.
 func (p *Process) Output(ctx context.Context, fn func(stream string, data []byte)) error {
-	f := newFollower(p.c, p.id, p.instance, true)
-	defer f.close()
-	return drain(ctx, f, fn)
+	return p.Follow(ctx, true, fn, nil)
 }
 
 // OutputSoFar is Output without following: it returns at the output's
 // current end, even while the process runs.
 func (p *Process) OutputSoFar(ctx context.Context, fn func(stream string, data []byte)) error {
-	f := newFollower(p.c, p.id, p.instance, false)
+	return p.Follow(ctx, false, fn, nil)
+}
+
+// Follow is Output (follow true) or OutputSoFar (false) that also calls
+// gap, when not nil, where the daemon dropped output (past the process's
+// outputLimit), in order with the chunks.
+func (p *Process) Follow(ctx context.Context, follow bool, fn func(stream string, data []byte), gap func(*GapError)) error {
+	f := newFollower(p.c, p.id, p.instance, follow)
 	defer f.close()
-	return drain(ctx, f, fn)
+	return drainGaps(ctx, f, fn, gap)
 }
 
 func drain(ctx context.Context, f *follower, fn func(stream string, data []byte)) error {
+	return drainGaps(ctx, f, fn, nil)
+}
+
+func drainGaps(ctx context.Context, f *follower, fn func(stream string, data []byte), gapFn func(*GapError)) error {
 	for {
 		s, data, err := f.next(ctx)
 		var gap *GapError
@@ -179,6 +188,9 @@ func drain(ctx context.Context, f *follower, fn func(stream string, data []byte)
 		case errors.Is(err, io.EOF):
 			return nil
 		case errors.As(err, &gap):
+			if gapFn != nil {
+				gapFn(gap)
+			}
 			continue
 		case err != nil:
 			return err

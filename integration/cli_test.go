@@ -2,8 +2,10 @@ package integration
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,7 +62,13 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 		{"a command ends the session's shell", "", []string{"exec", "--session", "cli", "--", "exit 4"}, "", "", 4, ""},
 		{"the next exec starts it anew, and says so", "", []string{"exec", "--session", "cli", "--", "echo ${B-unset}"}, "unset\n", "", 0, `session "cli" had ended`},
 		{"no command", "", []string{"exec"}, "", "", 2, "no command"},
+		{"an empty command is a usage error", "", []string{"exec", "--", " "}, "", "", 2, "the command is empty"},
+		// Only --url and --token-file have MUXD_* twins in client commands:
+		// MUXD_TIMEOUT (say, for a health check) leaves exec alone.
+		{"MUXD_TIMEOUT is not exec's", "", []string{"exec", "--", "sleep 0.3; echo fine"}, "fine\n", "", 0, ""},
+		{"a bad url says so", "", []string{"exec", "--url", "127.0.0.1:1", "--", "true"}, "", "", 1, "want e.g. http://"},
 	}
+	t.Setenv("MUXD_TIMEOUT", "100ms")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := muxdCmd(t, d, tt.stdin, tt.args...)
@@ -101,8 +109,28 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	if got := recvOrTimeout(t, follow, 20*time.Second); got != "first\nsecond\n" {
 		t.Fatalf("muxd logs -f: %q", got)
 	}
-	if _, errOut, code := muxdCmd(t, d, "", "kill", "nope"); code == 0 || !strings.Contains(errOut, "muxd ps") {
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "nope"); code == 0 || !strings.Contains(errOut, `no process or terminal has the ID "nope"`) {
 		t.Fatalf("muxd kill of an unknown id: %d %q", code, errOut)
+	}
+	if _, errOut, code := muxdCmd(t, d, "", "logs", "svc", "-f"); code != 2 || !strings.Contains(errOut, "flags go before the ID: muxd logs -f svc") {
+		t.Fatalf("muxd logs ID -f: %d %q", code, errOut)
+	}
+	// start prints the ID; logs says where the daemon dropped output.
+	id, errOut, code := muxdCmd(t, d, "", "start", "--output-limit", "1000", "--", "head -c 5000 /dev/zero")
+	id = strings.TrimSpace(id)
+	if code != 0 || id == "" {
+		t.Fatalf("muxd start: %d %q %q", code, id, errOut)
+	}
+	if _, err := c.Process(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	pr, _ := c.Process(ctx, id)
+	if _, err := pr.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = muxdCmd(t, d, "", "logs", id)
+	if code != 0 || len(out) != 1000 || !strings.Contains(errOut, "4000 bytes of stdout were dropped") {
+		t.Fatalf("muxd logs past the output limit: %d, %d bytes, %q", code, len(out), errOut)
 	}
 	// Without the token, the error says what to do.
 	cmd := exec.Command(muxdBin, "ps", "--url", d.URL)
@@ -110,6 +138,107 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	b, _ := cmd.CombinedOutput()
 	if !strings.Contains(string(b), "MUXD_TOKEN") {
 		t.Fatalf("muxd ps without a token: %q", b)
+	}
+}
+
+// TestCLIExecStoppedKillsTheCommand: Ctrl-C, SIGTERM or a closed stdout
+// (`| head -1`) ends muxd exec, and the command with it: it must not run
+// on, unseen, on the daemon.
+func TestCLIExecStoppedKillsTheCommand(t *testing.T) {
+	d := startDaemon(t, nil)
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal // 0: close the read end of stdout
+		code int
+	}{
+		{"SIGINT", syscall.SIGINT, 130},
+		{"SIGTERM", syscall.SIGTERM, 130},
+		{"stdout closed", 0, 141},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := t.TempDir() + "/pid"
+			cmd := exec.Command(muxdBin, "exec", "--", "echo $$ >"+pidFile+"; while :; do echo y; sleep 0.01; done")
+			cmd.Env = append(os.Environ(), "MUXD_URL="+d.URL)
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stdout = w
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			_ = w.Close()
+			if _, err := r.Read(make([]byte, 1)); err != nil { // the command runs
+				t.Fatal(err)
+			}
+			if tc.sig != 0 {
+				_ = cmd.Process.Signal(tc.sig)
+				go func() { _, _ = io.Copy(io.Discard, r) }()
+			} else {
+				_ = r.Close()
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill() // Best effort: our child, by pid.
+				t.Fatal("muxd exec did not end")
+			}
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Errorf("exit code %d, want %d", code, tc.code)
+			}
+			b, _ := os.ReadFile(pidFile)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if pid <= 0 {
+				t.Fatalf("pid file: %q", b)
+			}
+			for range 100 { // the daemon's kill is done when exec returns; a moment for the kernel to reap
+				if unix.Kill(pid, 0) != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Fatalf("the command (pid %d) still runs after muxd exec ended", pid)
+		})
+	}
+}
+
+// TestCLIAttachWithPipedStdin: the bytes are typed in; on a terminal the
+// command created, stdin's end ends the shell (exit code passed on), and
+// on an attached one it detaches, leaving the terminal running.
+func TestCLIAttachWithPipedStdin(t *testing.T) {
+	d := startDaemon(t, nil)
+	out, _, code := muxdCmd(t, d, "echo piped-$((6*7)); exit 5\n", "attach")
+	if code != 5 || !strings.Contains(out, "piped-42") {
+		t.Fatalf("muxd attach < script: code %d, output %q", code, out)
+	}
+	out, _, code = muxdCmd(t, d, "", "attach")
+	if code != 0 {
+		t.Fatalf("muxd attach < /dev/null on a new terminal: code %d %q (its shell should end at EOF)", code, out)
+	}
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	term, err := c.CreateTerminal(ctx, client.TerminalOptions{ID: "kept", Shell: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Destroy(ctx)
+	_, errOut, code := muxdCmd(t, d, "echo typed\n", "attach", "kept")
+	if code != 0 || !strings.Contains(errOut, "detached from kept") {
+		t.Fatalf("muxd attach kept < input: code %d %q", code, errOut)
+	}
+	if got := readUntil(t, term, "typed", 10*time.Second); !strings.Contains(got, "typed") {
+		t.Fatalf("the piped bytes were not typed: %q", got)
+	}
+	list, err := c.ListTerminals(ctx)
+	if err != nil || len(list) == 0 {
+		t.Fatalf("terminals: %v %v", list, err)
+	}
+	for _, l := range list {
+		if l.ID == "kept" && l.Exited {
+			t.Fatal("detaching at stdin's end ended the attached terminal")
+		}
 	}
 }
 

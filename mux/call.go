@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"time"
 )
 
 // Call sends a JSON-RPC request and waits for its response, decoding the
@@ -74,10 +75,32 @@ func (c *Conn) forgetCall(id int64) {
 }
 
 // sendCancel sends rpc.cancel for call id, best effort; its own response
-// (id 0 is never used by Call) is ignored.
+// (id 0 is never used by Call) is ignored. It returns once the frame is
+// written (or the connection ends, or CloseTimeout passes): a caller that
+// gives up on a request and closes the connection right after (a CLI on
+// Ctrl-C) must not take the cancel down with it unsent, or the server
+// treats the request as abandoned, not cancelled, and lets it run.
 func (c *Conn) sendCancel(id int64) {
-	b := []byte(`{"jsonrpc":"2.0","id":0,"method":"rpc.cancel","params":{"id":` + strconv.FormatInt(id, 10) + `}}`)
-	c.sendRPC(b, false)
+	payload := `{"jsonrpc":"2.0","id":0,"method":"rpc.cancel","params":{"id":` + strconv.FormatInt(id, 10) + `}}`
+	f := getFrame(headerLen + len(payload))
+	f.b = appendFrame(f.b, typeRPC, 0, []byte(payload))
+	f.sent = make(chan struct{})
+	sent := f.sent
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		putFrame(f)
+		return
+	}
+	c.pushUrgentFlushLocked(f)
+	c.mu.Unlock()
+	t := time.NewTimer(c.cfg.CloseTimeout)
+	defer t.Stop()
+	select {
+	case <-sent:
+	case <-c.done:
+	case <-t.C:
+	}
 }
 
 // deliverResponse hands a response to its Call without blocking.

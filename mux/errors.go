@@ -165,6 +165,11 @@ var (
 	ErrTooLarge = errors.New("mux: message too large")
 	// ErrGoAway is the connection error after the server's GOAWAY.
 	ErrGoAway = errors.New("mux: server going away")
+	// ErrCancelledByPeer is the cause (context.Cause) of a request
+	// context that the peer's rpc.cancel ended; a request abandoned by a
+	// closed connection has another cause. A handler whose work should
+	// outlive a dropped socket, but not a cancel, tells them apart by it.
+	ErrCancelledByPeer = errors.New("mux: cancelled by the peer (rpc.cancel)")
 )
 
 // ProtocolError is the error of a connection closed for a protocol

@@ -7,7 +7,7 @@ import (
 
 // pendingReq is an inbound request being served.
 type pendingReq struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	long   bool
 	cost   int64 // budget held by the request body
 }
@@ -73,7 +73,7 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 		c.reject(m.ID, busy)
 		return
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancelCause(c.ctx)
 	pr := &pendingReq{cancel: cancel, long: long, cost: size}
 	c.pending[key] = pr
 	c.used += size
@@ -103,7 +103,7 @@ func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pending
 		c.wakeBudgetLocked()
 	}
 	c.mu.Unlock()
-	pr.cancel()
+	pr.cancel(nil)
 	if err != nil {
 		c.respondError(m.ID, asError(err))
 		return
@@ -139,7 +139,7 @@ func (c *Conn) cancelRequest(m rpcMsg) {
 		c.reject(m.ID, ErrNotFound("no pending request with id "+string(p.ID)))
 		return
 	}
-	pr.cancel()
+	pr.cancel(ErrCancelledByPeer)
 	c.queueRPC([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`))
 }
 

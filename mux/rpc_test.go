@@ -83,6 +83,36 @@ func TestCancelledCallCancelsHandler(t *testing.T) {
 	}
 }
 
+// TestCancelThenCloseStaysACancel: a client that gives up on a request
+// and closes the connection at once (a CLI on Ctrl-C) still cancels it:
+// Call returns only once rpc.cancel is written, and the handler's context
+// says the peer cancelled it, not that the connection dropped it.
+func TestCancelThenCloseStaysACancel(t *testing.T) {
+	for _, tr := range []transport{pipeTransport, tcpTransport} {
+		causes := make(chan error, 1)
+		started := make(chan struct{}, 1)
+		rt := NewRouter()
+		rt.HandleLong("wait", nil, func(ctx context.Context, c *Conn, p json.RawMessage) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+		ts := newTestServer(t, tr, Config{}, rt)
+		c, _ := ts.dial(t, Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- c.Call(ctx, "wait", nil, nil) }()
+		recvOrTimeout(t, started, 5*time.Second, "handler start")
+		cancel()
+		recvOrTimeout(t, errc, 5*time.Second, "call return")
+		_ = c.Close()
+		if cause := recvOrTimeout(t, causes, 5*time.Second, "handler end"); !errors.Is(cause, ErrCancelledByPeer) {
+			t.Errorf("handler's cause: %v, want ErrCancelledByPeer", cause)
+		}
+	}
+}
+
 func TestRPCCancelByIDAnswersCancelled(t *testing.T) {
 	started, ended := make(chan string, 4), make(chan string, 4)
 	ts := newTestServer(t, pipeTransport, Config{}, blockingRouter(started, ended))

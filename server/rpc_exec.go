@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -101,8 +102,10 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 func detachOnDrop(ctx context.Context, c *mux.Conn) (run context.Context, release func()) {
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
-		if c.Context().Err() == nil {
-			cancel() // rpc.cancel: kill the command
+		// rpc.cancel kills the command; the socket closing right after
+		// it (a CLI on Ctrl-C) must not turn the cancel into a drop.
+		if errors.Is(context.Cause(ctx), mux.ErrCancelledByPeer) {
+			cancel()
 		}
 	})
 	return run, func() {

@@ -2,10 +2,14 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"fmt"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/muxd/muxd/client"
 	"github.com/muxd/muxd/exec"
 )
 
@@ -45,5 +49,33 @@ func TestExecResultStaysWithinResponseLimit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExecCancelledThenClosedIsKilled: rpc.cancel kills a running exec
+// even when the socket closes right after it (a CLI on Ctrl-C); a socket
+// that only drops lets it run (TestExecSurvivesDroppedSocket, integration).
+func TestExecCancelledThenClosedIsKilled(t *testing.T) {
+	_, url := testServer(t, nil)
+	for i := range 5 { // the close raced the cancel's handling in 3 of 8 CLI runs
+		conn := rawConn(t, url, client.Options{NoReconnect: true})
+		id := fmt.Sprintf("cancelled-%d", i)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- conn.Call(ctx, "exec", obj{"id": id, "command": "sleep 30"}, nil) }()
+		other := rawConn(t, url, client.Options{NoReconnect: true})
+		for range 500 { // until the exec runs
+			if _, err := call(t, other, "process.get", obj{"id": id}); err == nil {
+				break
+			}
+			time.Sleep(2 * time.Millisecond) // polling process.get: no start event
+		}
+		cancel()
+		<-done
+		_ = conn.Close()
+		p := mustCall(t, other, "process.wait", obj{"id": id, "timeoutMs": 5000})
+		if p["status"] == "running" || p["status"] == "exited" {
+			t.Fatalf("exec after rpc.cancel and a close: %v, want it killed", p)
+		}
 	}
 }

@@ -27,6 +27,10 @@ later). Leaving puts this terminal back on its normal screen, with the
 key, mouse, paste and cursor modes a program inside may have left on.
 Exits with the shell's exit code when it ends.
 
+When stdin is not a terminal (echo 'make test' | muxd attach), its bytes
+are typed in, and its end detaches; on a terminal this command created,
+its end is a Ctrl-D instead, so the shell exits after the input.
+
 Flags:
 `
 
@@ -52,7 +56,7 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	if !sized {
 		cols, rows = 80, 24 // for a new terminal only: an attached one keeps its size
 	}
-	c, ok := connect(&o, stderr, "attach")
+	c, ok := connect(&o, stderr, connection{name: "attach", eol: "\r\n"})
 	if !ok {
 		return 1
 	}
@@ -99,12 +103,41 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	detached := make(chan struct{})
+	quit := make(chan struct{}) // this command returns
+	defer close(quit)
+	created := fs.NArg() == 0
 	go func() {
 		buf := make([]byte, 4096)
+		defer func() {
+			// stdin ended (never on a terminal in raw mode: Ctrl-D is a
+			// byte there). A shell we started gets EOF, and its exit ends
+			// this command; an attached terminal is left running. Ctrl-D
+			// goes again every half second: one typed while the shell
+			// starts, or while a command runs, is not an EOF for the
+			// shell, and a program reading the terminal ends its input.
+			if !isTTY && created && !*readOnly {
+				for range 1200 { // 10 minutes
+					if _, err := t.Write([]byte{4}); err != nil {
+						return
+					}
+					select {
+					case <-quit:
+						return
+					case <-time.After(500 * time.Millisecond):
+					}
+				}
+				return
+			}
+			select {
+			case <-detached:
+			default:
+				close(detached)
+			}
+		}()
 		for {
 			n, err := in.Read(buf)
 			if n > 0 {
-				if i := bytes.IndexByte(buf[:n], detachKey); i >= 0 {
+				if i := bytes.IndexByte(buf[:n], detachKey); i >= 0 && isTTY {
 					if !*readOnly && i > 0 {
 						_, _ = t.Write(buf[:i]) // Best effort.
 					}

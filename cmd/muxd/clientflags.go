@@ -24,11 +24,21 @@ func addClientFlags(fs *flag.FlagSet, o *clientOpts) {
 // parseClientFlags parses args, applying MUXD_URL/MUXD_TOKEN_FILE when the
 // flags are not given. It returns false and an exit code when the command
 // should stop (help or a bad flag).
+//
+// Only the daemon's address and token have environment twins: a variable
+// like MUXD_TIMEOUT would reach every command with a --timeout (exec and
+// health alike), and set for one it would change the other.
 func parseClientFlags(fs *flag.FlagSet, args []string, usage string, stderr io.Writer) (bool, int) {
+	var noEnv []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "url" && f.Name != "token-file" {
+			noEnv = append(noEnv, f.Name)
+		}
+	})
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
-		printFlags(stderr, fs)
+		printFlags(stderr, fs, noEnv...)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -36,7 +46,7 @@ func parseClientFlags(fs *flag.FlagSet, args []string, usage string, stderr io.W
 		}
 		return false, 2
 	}
-	if err := applyEnv(fs); err != nil {
+	if err := applyEnv(fs, noEnv...); err != nil {
 		fmt.Fprintf(stderr, "muxd: %v\n", err)
 		return false, 2
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/muxd/muxd/client"
 	"github.com/muxd/muxd/mux"
@@ -57,7 +61,12 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if fs.NArg() > 1 {
 		command = shellJoin(fs.Args())
 	}
-	opts := client.ExecOptions{SessionID: *session, Cwd: *cwd, Timeout: *timeout}
+	if strings.TrimSpace(command) == "" {
+		fmt.Fprint(stderr, "muxd exec: the command is empty (muxd exec -- echo hi)\n")
+		return 2
+	}
+	// The id is ours, so an interrupted command can be killed by it.
+	opts := client.ExecOptions{ID: uuid.NewString(), SessionID: *session, Cwd: *cwd, Timeout: *timeout}
 	if len(env) > 0 {
 		opts.Env = env
 	}
@@ -69,15 +78,22 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		opts.Stdin = b
 	}
-	c, ok := connect(&o, stderr, "exec")
+	// Ctrl-C, SIGTERM, a closed stdout (as `| head` does) or a daemon
+	// restart end the wait; the first three kill the command too.
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(sigCtx)
+	defer cancel(nil)
+	// A write to a closed pipe fails with EPIPE instead of killing this
+	// process (and orphaning the command on the daemon).
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	c, ok := connect(&o, stderr, connection{name: "exec", onRestart: func() { cancel(errDaemonRestarted) }})
 	if !ok {
 		return 1
 	}
 	defer c.Close()
-
-	// Ctrl-C cancels the request, which kills the command.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if *session != "" {
 		// A named session is created on first use, as a shell would be.
 		_, err := c.CreateSession(ctx, client.SessionOptions{ID: *session})
@@ -89,10 +105,11 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	streamed := false
 	opts.OnOutput = func(stream string, data []byte) {
 		streamed = true
+		var err error
 		if stream == "stderr" {
-			_, _ = stderr.Write(data) // Best effort: a closed pipe stops nothing.
-		} else {
-			_, _ = stdout.Write(data) // Best effort.
+			_, _ = stderr.Write(data) // Best effort: stderr may be gone too.
+		} else if _, err = stdout.Write(data); err != nil {
+			cancel(errStdoutClosed) // like `yes | head -1`: the command stops
 		}
 	}
 	res, err := c.Exec(ctx, command, opts)
@@ -106,18 +123,61 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "muxd exec: interrupted; the command was killed")
-			return 130
+		if ctx.Err() == nil {
+			fmt.Fprintf(stderr, "muxd exec: %v\n", err)
+			return 1
 		}
-		fmt.Fprintf(stderr, "muxd exec: %v\n", err)
-		return 1
+		cause := context.Cause(ctx)
+		if errors.Is(cause, errDaemonRestarted) {
+			fmt.Fprintln(stderr, "muxd exec: the daemon restarted while the command ran; its result is lost")
+			return 1
+		}
+		killErr := killExec(c, opts.ID, *session != "")
+		switch {
+		case errors.Is(cause, errStdoutClosed):
+			return 128 + int(syscall.SIGPIPE) // quietly, as a shell pipeline's writer
+		case killErr != nil:
+			fmt.Fprintf(stderr, "muxd exec: interrupted, and killing the command failed: %v (muxd kill %s)\n", killErr, opts.ID)
+		default:
+			fmt.Fprintln(stderr, "muxd exec: interrupted; the command was killed")
+		}
+		return 130
 	}
 	if !streamed {
 		_, _ = stdout.Write(res.Stdout) // Best effort.
 		_, _ = stderr.Write(res.Stderr) // Best effort.
 	}
 	return exitCode(res.ExitCode, res.Signal, res.TimedOut)
+}
+
+var (
+	errStdoutClosed    = errors.New("stdout closed")
+	errDaemonRestarted = errors.New("the daemon restarted")
+)
+
+// killExec ends an interrupted exec by id and waits until it ended: a
+// session's command as Ctrl-C would (the shell and its state stay), a
+// stateless one with its whole tree. The cancelled request would do the
+// same, but the socket closes right after and may take it along unsent.
+func killExec(c *client.Client, id string, inSession bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := c.Process(ctx, id)
+	if client.IsCode(err, mux.CodeNotFound) {
+		return nil // never started (a session exec waiting its turn is dropped with the request)
+	}
+	if err != nil {
+		return err
+	}
+	sig := "TERM"
+	if inSession {
+		sig = "INT"
+	}
+	if err := p.Kill(ctx, sig, 0); err != nil {
+		return err
+	}
+	_, err = p.Wait(ctx)
+	return err
 }
 
 // restartSession replaces a dead session with a fresh one of the same id.

@@ -54,6 +54,9 @@ func printFlags(w io.Writer, fs *flag.FlagSet, noEnv ...string) {
 		f := fs.Lookup(n)
 		arg, usage := flag.UnquoteUsage(f)
 		head := "  --" + n
+		if len(n) == 1 {
+			head = "  -" + n // as the usage lines write it
+		}
 		if arg != "" {
 			head += " " + arg
 		}
@@ -62,7 +65,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet, noEnv ...string) {
 		if !contains(noEnv, n) {
 			extra = append(extra, "env "+envName(n))
 		}
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			extra = append(extra, "default "+f.DefValue)
 		}
 		if len(extra) > 0 {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/muxd/muxd/client"
@@ -29,10 +30,14 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprint(stderr, "muxd kill: give one process or terminal ID (see muxd ps)\n")
+		if fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-") {
+			fmt.Fprintf(stderr, "muxd kill: flags go before the ID: muxd kill %s %s\n", strings.Join(fs.Args()[1:], " "), fs.Arg(0))
+		} else {
+			fmt.Fprint(stderr, "muxd kill: give one process or terminal ID (see muxd ps)\n")
+		}
 		return 2
 	}
-	c, ok := connect(&o, stderr, "kill")
+	c, ok := connect(&o, stderr, connection{name: "kill"})
 	if !ok {
 		return 1
 	}
@@ -46,8 +51,12 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 	} else if client.IsCode(err, mux.CodeNotFound) {
 		err = c.DestroyTerminal(ctx, id)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "muxd kill: %s: %v (see muxd ps for ids)\n", id, err)
+	switch {
+	case client.IsCode(err, mux.CodeNotFound):
+		fmt.Fprintf(stderr, "muxd kill: no process or terminal has the ID %q (see muxd ps)\n", id)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "muxd kill: %s: %v\n", id, err)
 		return 1
 	}
 	return 0

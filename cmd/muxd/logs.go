@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/muxd/muxd/client"
 )
 
 const logsUsage = `Usage: muxd logs [-f] [flags] ID
@@ -27,10 +30,14 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprint(stderr, "muxd logs: give one process ID (see muxd ps)\n")
+		if fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-") {
+			fmt.Fprintf(stderr, "muxd logs: flags go before the ID: muxd logs %s %s\n", strings.Join(fs.Args()[1:], " "), fs.Arg(0))
+		} else {
+			fmt.Fprint(stderr, "muxd logs: give one process ID (see muxd ps)\n")
+		}
 		return 2
 	}
-	c, ok := connect(&o, stderr, "logs")
+	c, ok := connect(&o, stderr, connection{name: "logs"})
 	if !ok {
 		return 1
 	}
@@ -49,11 +56,12 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 			_, _ = stdout.Write(data) // Best effort.
 		}
 	}
-	if *follow {
-		err = p.Output(ctx, write)
-	} else {
-		err = p.OutputSoFar(ctx, write)
+	// Where the daemon dropped output (past the process's output limit),
+	// say so on stderr rather than join the pieces silently.
+	gap := func(g *client.GapError) {
+		fmt.Fprintf(stderr, "[muxd logs: %d bytes of %s were dropped here: the daemon keeps the last --output-limit bytes of each stream]\n", g.Bytes, g.Stream)
 	}
+	err = p.Follow(ctx, *follow, write, gap)
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "muxd logs: %v\n", err)
 		return 1

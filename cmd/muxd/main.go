@@ -1,5 +1,5 @@
 // Command muxd is the muxd daemon (muxd serve) and its command-line client
-// (exec, ps, logs, kill, attach, health).
+// (exec, start, ps, logs, kill, attach, health).
 package main
 
 import (
@@ -16,7 +16,8 @@ const mainUsage = `muxd gives shells, processes and terminals over one WebSocket
 Usage:
   muxd serve [flags]            run the daemon (127.0.0.1:3000 by default)
   muxd exec [flags] -- CMD...   run a command, stream its output, exit with its code
-  muxd ps [flags]               list processes and terminals
+  muxd start [flags] -- CMD...  start a background process and print its ID
+  muxd ps [flags]               list processes, terminals and sessions
   muxd logs [-f] [flags] ID     print a process's output (-f: follow)
   muxd kill [flags] ID          kill a process tree (or a terminal)
   muxd attach [flags] [ID]      attach this terminal to a muxd terminal (new if no ID)
@@ -43,6 +44,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runHealth(rest, stdout, stderr)
 	case "exec":
 		return runExec(rest, stdin, stdout, stderr)
+	case "start":
+		return runStart(rest, stdout, stderr)
 	case "ps":
 		return runPs(rest, stdout, stderr)
 	case "logs":

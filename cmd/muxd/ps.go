@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 
 const psUsage = `Usage: muxd ps [flags]
 
-Lists processes (process.start), terminals and sessions.
+Lists background processes (muxd start, or process.start over the API),
+terminals and sessions. The commands of muxd exec are not listed: they
+end with it.
 
 Flags:
 `
@@ -27,7 +30,7 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseClientFlags(fs, args, psUsage, stderr); !ok {
 		return code
 	}
-	c, ok := connect(&o, stderr, "ps")
+	c, ok := connect(&o, stderr, connection{name: "ps"})
 	if !ok {
 		return 1
 	}
@@ -91,16 +94,20 @@ func exitText(code *int, sig string) string {
 	return "-"
 }
 
+// oneLine cuts a command to its first line and 60 characters (never
+// inside one), with tabs as spaces so the columns hold.
 func oneLine(s string) string {
 	const max = 60
-	for i, r := range s {
-		if r == '\n' {
-			s = s[:i] + "…"
-			break
-		}
+	cut := false
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s, cut = s[:i], true
 	}
-	if len(s) > max {
-		s = s[:max] + "…"
+	if r := []rune(s); len(r) > max {
+		s, cut = string(r[:max]), true
+	}
+	s = strings.ReplaceAll(s, "\t", " ")
+	if cut {
+		s += "…"
 	}
 	return s
 }
