@@ -381,6 +381,15 @@ func (c *Client) callIdempotent(ctx context.Context, method string, params, resu
 }
 
 // sleepCtx waits d, or returns false when ctx ends first.
+// ceilMs is d in whole milliseconds, rounded up: a timeout under 1 ms
+// must not become 0, which the daemon reads as none.
+func ceilMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -88,7 +88,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 		}
 	}
 	p := execParams{Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env,
-		TimeoutMs: opts.Timeout.Milliseconds(), SessionID: opts.SessionID, Encoding: "base64", MaxOutput: opts.MaxOutput}
+		TimeoutMs: ceilMs(opts.Timeout), SessionID: opts.SessionID, Encoding: "base64", MaxOutput: opts.MaxOutput}
 	if opts.Stdin != nil {
 		p.Stdin, p.StdinEncoding = base64.StdEncoding.EncodeToString(opts.Stdin), "base64"
 	}

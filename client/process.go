@@ -82,7 +82,7 @@ func (c *Client) StartProcess(ctx context.Context, command string, opts ProcessO
 	var info ProcessInfo
 	err := c.Call(ctx, "process.start", processStartParams{
 		Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env, SessionID: opts.SessionID,
-		Stdin: opts.Stdin, TimeoutMs: opts.Timeout.Milliseconds(), OutputLimit: opts.OutputLimit,
+		Stdin: opts.Stdin, TimeoutMs: ceilMs(opts.Timeout), OutputLimit: opts.OutputLimit,
 	}, &info)
 	if err != nil {
 		return nil, err
@@ -228,7 +228,7 @@ func (p *Process) Kill(ctx context.Context, signal string, grace time.Duration) 
 		params["signal"] = signal
 	}
 	if grace > 0 {
-		params["graceMs"] = grace.Milliseconds()
+		params["graceMs"] = ceilMs(grace)
 	}
 	return p.c.callIdempotent(ctx, "process.kill", params, nil)
 }

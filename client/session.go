@@ -47,7 +47,7 @@ func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 		params["env"] = opts.Env
 	}
 	if opts.CommandTimeout > 0 {
-		params["commandTimeoutMs"] = opts.CommandTimeout.Milliseconds()
+		params["commandTimeoutMs"] = ceilMs(opts.CommandTimeout)
 	}
 	if err := c.Call(ctx, "session.create", params, &r); err != nil {
 		return nil, err
