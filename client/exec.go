@@ -104,6 +104,11 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 		res, err = decodeExec(w)
 	case errors.Is(err, ErrDisconnected):
 		res, err = c.execAfterDrop(ctx, opts, stale)
+		if err != nil && ctx.Err() != nil {
+			// Cancelled while waiting on the new socket: the request's
+			// rpc.cancel went down with the old one, so kill by id.
+			c.killExec(opts)
+		}
 	}
 	if live != nil {
 		if err != nil {
@@ -151,6 +156,18 @@ func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions, stale stri
 	res.StdoutTruncated = info.StdoutBytes > int64(len(res.Stdout))
 	res.StderrTruncated = info.StderrBytes > int64(len(res.Stderr))
 	return res, nil
+}
+
+// killExec ends a cancelled exec by id, best effort: a session's command
+// as Ctrl-C would, a stateless one with its tree.
+func (c *Client) killExec(opts ExecOptions) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	params := map[string]any{"id": opts.ID}
+	if opts.SessionID != "" {
+		params["signal"] = "INT"
+	}
+	_ = c.callIdempotent(ctx, "process.kill", params, nil) // Best effort: it may have ended.
 }
 
 // awaitExec waits for the exec p after a drop. The daemon registers an

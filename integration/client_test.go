@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -317,5 +318,38 @@ func TestClientCloseFromOnReconnect(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close called from OnReconnect did not return")
+	}
+}
+
+func TestClientExecCancelledAfterADropIsKilled(t *testing.T) {
+	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(cctx, "sleep 30", client.ExecOptions{ID: "long"})
+		done <- err
+	}()
+	for range 500 { // until it runs
+		if _, err := c.Process(ctx, "long"); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling process.get: no start event
+	}
+	dropSockets(t, d)
+	time.Sleep(300 * time.Millisecond) // Exec now waits for it on the new socket
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec: %v, want context.Canceled", err)
+	}
+	p, err := c.Process(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if info, err := p.Wait(wctx); err != nil || info.Status == "exited" {
+		t.Fatalf("after the cancel: %+v %v, want it killed", info, err)
 	}
 }
