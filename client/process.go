@@ -140,9 +140,14 @@ func (p *Process) Stdout() *StreamReader { return p.StdoutFrom(0) }
 // StdoutFrom is Stdout starting at byte offset from.
 func (p *Process) StdoutFrom(from int64) *StreamReader {
 	f := newFollower(p.c, p.id, p.instance, true)
-	f.offs[streamStdout] = from
+	f.offs[streamStdout], f.offs[streamStderr] = from, skipOffset
 	return &StreamReader{f: f, want: streamStdout}
 }
+
+// skipOffset is where a channel starts a stream it does not want: past
+// any output, so the daemon sends none of it (a stream's pump waits for
+// that offset and ends with the process).
+const skipOffset = 1 << 62
 
 // Stderr returns a reader of the process's stderr, like Stdout.
 func (p *Process) Stderr() *StreamReader { return p.StderrFrom(0) }
@@ -150,7 +155,7 @@ func (p *Process) Stderr() *StreamReader { return p.StderrFrom(0) }
 // StderrFrom is Stderr starting at byte offset from.
 func (p *Process) StderrFrom(from int64) *StreamReader {
 	f := newFollower(p.c, p.id, p.instance, true)
-	f.offs[streamStderr] = from
+	f.offs[streamStdout], f.offs[streamStderr] = skipOffset, from
 	return &StreamReader{f: f, want: streamStderr}
 }
 
@@ -314,12 +319,7 @@ type stdinWriter struct {
 func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 	if w.f == nil || w.f.ch == nil {
 		w.f = newFollower(w.p.c, w.p.id, w.p.instance, true)
-		// Skip output we do not want: start both streams at their ends.
-		info, err := w.p.Refresh(ctx)
-		if err != nil {
-			return nil, err
-		}
-		w.f.offs[1], w.f.offs[2] = info.StdoutBytes, info.StderrBytes
+		w.f.offs[1], w.f.offs[2] = skipOffset, skipOffset // no output: stdin only
 		if err := w.f.open(ctx); err != nil {
 			return nil, err
 		}
