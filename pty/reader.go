@@ -91,6 +91,7 @@ func (t *Terminal) readLoop() {
 	t.closeMaster()
 	t.mu.Lock()
 	t.exited = true
+	t.ended = time.Now()
 	t.status = ExitStatus{Code: st.Code, Signal: st.SignalName()}
 	t.wakeLocked()
 	info := t.infoLocked()

@@ -45,6 +45,7 @@ type Terminal struct {
 	readerWaiting bool
 	exited        bool
 	status        ExitStatus
+	ended         time.Time // when exited was set
 	destroyed     bool
 }
 
@@ -73,6 +74,17 @@ func (t *Terminal) ExitStatus() (ExitStatus, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.status, t.exited
+}
+
+// Lifetime returns how long the shell ran and when it ended, once it
+// exited (ok false before).
+func (t *Terminal) Lifetime() (lived time.Duration, ended time.Time, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.exited {
+		return 0, time.Time{}, false
+	}
+	return t.ended.Sub(t.created), t.ended, true
 }
 
 // Info returns a snapshot of the terminal.

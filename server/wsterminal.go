@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,7 +10,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -43,13 +47,26 @@ type TerminalHandlerOptions struct {
 }
 
 const (
-	// maxKeystrokeFrame is the largest binary frame accepted from the
-	// client: the addon sends one frame per input event, and a paste is
-	// one frame. coder/websocket's default read limit is 32 KiB.
-	maxKeystrokeFrame = 64 << 10 // 64 KiB
-	// terminalFrame is the largest output frame sent.
+	// maxInputMessage is the largest message accepted from the client.
+	// The addon sends one binary frame per input event, and a paste is
+	// one event: PROTOCOL.md promises 64 KiB, and a larger paste closed
+	// the socket (1009) and was lost, so muxd takes up to 1 MiB (about
+	// Cloudflare's own per-message limit), typed in 32 KiB pieces.
+	maxInputMessage = 1 << 20 // 1 MiB
+	// maxControlMessage is the largest text (JSON control) message.
+	maxControlMessage = 64 << 10 // 64 KiB
+	// terminalFrame is the largest output frame sent, and the piece of
+	// input written to the terminal at a time.
 	terminalFrame = 32 << 10 // 32 KiB
 	defaultPing   = 15 * time.Second
+	// quickExit is how long a shell must run for its terminal to be
+	// replaced when a socket asks for its id again: a shell that keeps
+	// exiting at once (a broken shell or startup file) is not respawned
+	// on every reconnect of the addon, which resets its retry count on
+	// each ready. See terminalHandler.respawnRefused.
+	quickExit = 2 * time.Second
+	// quickExitHold is how long a refused respawn stays refused.
+	quickExitHold = 30 * time.Second
 )
 
 // terminalHandler serves /ws/terminal; see NewTerminalHandler.
@@ -57,6 +74,11 @@ type terminalHandler struct {
 	m    *pty.Manager
 	opts TerminalHandlerOptions
 	log  *slog.Logger
+
+	// mu guards quick: per id, how many instances in a row exited within
+	// quickExit, as seen when a socket asked for the id again.
+	mu    sync.Mutex
+	quick map[string]int
 }
 
 // NewTerminalHandler returns the /ws/terminal handler over m. Mount it at
@@ -68,7 +90,7 @@ func NewTerminalHandler(m *pty.Manager, opts TerminalHandlerOptions) http.Handle
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = defaultPing
 	}
-	return &terminalHandler{m: m, opts: opts, log: opts.Logger}
+	return &terminalHandler{m: m, opts: opts, log: opts.Logger, quick: map[string]int{}}
 }
 
 // terminalQuery is what the URL asks for.
@@ -143,11 +165,7 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(code), code)
 		return
 	}
-	tq, err := parseTerminalQuery(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
+	tq, qerr := parseTerminalQuery(r)
 	s := &termSocket{h: h, q: tq, remote: r.RemoteAddr}
 	if h.opts.Track != nil {
 		untrack, ok := h.opts.Track(r, s.goAway)
@@ -157,34 +175,64 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer untrack()
 	}
-	t, created, err := h.terminal(tq)
-	if err != nil {
-		code := http.StatusInternalServerError
-		switch {
-		case errors.Is(err, pty.ErrLimit):
-			code = http.StatusServiceUnavailable
-		case errors.Is(err, pty.ErrInvalidID), errors.Is(err, pty.ErrInvalidSize):
-			code = http.StatusBadRequest
-		}
-		h.log.Warn("terminal socket refused", "remote", r.RemoteAddr, "id", tq.id, "err", err)
-		http.Error(w, err.Error(), code)
-		return
+	var t *pty.Terminal
+	var created bool
+	err := qerr
+	if err == nil {
+		t, created, err = h.terminal(tq)
 	}
 	hj := &rawConnHijacker{ResponseWriter: w}
-	conn, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
+	conn, aerr := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		InsecureSkipVerify: true, // Origin checked by authorize above
 		CompressionMode:    websocket.CompressionDisabled,
 	})
-	if err != nil {
-		h.log.Info("terminal socket upgrade failed", "remote", r.RemoteAddr, "err", err)
-		if tq.id == "" {
+	if aerr != nil {
+		h.log.Info("terminal socket upgrade failed", "remote", r.RemoteAddr, "err", aerr)
+		if err == nil && tq.id == "" {
 			h.m.DestroyTerminal(t)
 		}
 		return
 	}
-	conn.SetReadLimit(maxKeystrokeFrame)
+	if err != nil {
+		// Refused after the upgrade, as the SDK's container does: behind
+		// the Durable Object a browser sees no HTTP status, only this
+		// message (the addon shows it) and the close.
+		h.log.Warn("terminal socket refused", "remote", r.RemoteAddr, "id", tq.id, "err", err)
+		refuse(r.Context(), conn, err, qerr != nil || errors.Is(err, pty.ErrInvalidID) || errors.Is(err, pty.ErrInvalidSize))
+		return
+	}
+	conn.SetReadLimit(maxInputMessage)
 	s.raw = hj.raw
 	s.serve(r.Context(), conn, t, created)
+}
+
+// refuse sends the error message and closes the socket: 1008 for a bad
+// request, 1011 when the terminal could not be had.
+func refuse(ctx context.Context, conn *websocket.Conn, err error, bad bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	code := websocket.StatusInternalError
+	if bad {
+		code = websocket.StatusPolicyViolation
+	}
+	b, _ := json.Marshal(termError{Type: "error", Message: err.Error()})
+	if conn.Write(ctx, websocket.MessageText, b) == nil {
+		_ = conn.Close(code, closeText(err.Error())) // Best effort.
+	}
+	_ = conn.CloseNow() // Best effort: usually closed already.
+}
+
+// closeText cuts s to fit a close frame's reason (123 bytes), on a
+// character boundary.
+func closeText(s string) string {
+	if len(s) <= 123 {
+		return s
+	}
+	s = s[:123]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // terminal finds or creates the socket's terminal: a new one without an
@@ -201,6 +249,9 @@ func (h *terminalHandler) terminal(tq terminalQuery) (*pty.Terminal, bool, error
 			opts.Cwd, opts.BaseEnv = cwd, env
 		}
 	}
+	if err := h.respawnRefused(tq.id); err != nil {
+		return nil, false, err
+	}
 	var created bool
 	t, err := createPruning(h.m, func() (*pty.Terminal, error) {
 		t, c, err := h.m.GetOrCreate(opts, true)
@@ -208,6 +259,49 @@ func (h *terminalHandler) terminal(tq terminalQuery) (*pty.Terminal, bool, error
 		return t, err
 	})
 	return t, created, err
+}
+
+// errQuickExits refuses to replace a terminal whose shell keeps exiting
+// right after it starts.
+var errQuickExits = errors.New("not restarting it")
+
+// respawnRefused decides whether the exited terminal with id may be
+// replaced. A shell that exits at once (a broken shell or startup file)
+// would otherwise be respawned on every reconnect, about once a second
+// for ever: the addon reconnects after any close and resets its retry
+// count on each ready. Two instances in a row that lived under quickExit
+// refuse the third for quickExitHold after the last one ended; a shell
+// that ran longer (a user who typed exit) is always replaced.
+func (h *terminalHandler) respawnRefused(id string) error {
+	t, err := h.m.Get(id)
+	if err != nil {
+		return nil
+	}
+	lived, ended, ok := t.Lifetime()
+	if !ok {
+		return nil // running: attach
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if lived >= quickExit {
+		delete(h.quick, id)
+		return nil
+	}
+	n := h.quick[id]
+	if n >= 1 && time.Since(ended) < quickExitHold {
+		st, _ := t.ExitStatus()
+		how := fmt.Sprintf("code %d", st.Code)
+		if st.Signal != "" {
+			how = "signal " + st.Signal
+		}
+		return fmt.Errorf("terminal %q: its shell exited %v after it started (%s), again: %w for %v",
+			id, lived.Round(time.Millisecond), how, errQuickExits, quickExitHold)
+	}
+	if len(h.quick) >= 4096 {
+		clear(h.quick) // bounded: ids come from clients
+	}
+	h.quick[id] = n + 1
+	return nil
 }
 
 // sameOrigin admits requests without an Origin (not a browser) or from

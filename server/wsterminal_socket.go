@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -176,35 +177,70 @@ func (s *termSocket) writeJSON(ctx context.Context, conn *websocket.Conn, v any)
 // read types binary frames into the terminal and applies text control
 // messages until the socket ends; it returns why.
 func (s *termSocket) read(ctx context.Context, conn *websocket.Conn, a *pty.Attachment) string {
-	// Spare bytes so that a full-size message reads to its EOF, and a
-	// larger one reaches coder/websocket's limit (which lets limit+1 bytes
-	// through) and closes the socket with 1009.
-	buf := make([]byte, maxKeystrokeFrame+2)
+	// A spare byte so that a full-size control message reads to its EOF.
+	buf := make([]byte, max(terminalFrame, maxControlMessage+1))
 	for {
 		typ, rd, err := conn.Reader(ctx)
 		if err != nil {
 			return closeReason(err)
 		}
-		n, err := io.ReadFull(rd, buf)
+		if typ == websocket.MessageBinary {
+			// Read whole before any of it is typed: a message over the
+			// read limit closes the socket with 1009 (coder/websocket),
+			// and none of it may reach the shell. A paste larger than
+			// buf is held only while it is typed, in pieces. Best
+			// effort: an exited terminal drops input; the context ends
+			// the wait when the socket goes while the program does not
+			// read.
+			msg, err := readMessage(rd, buf)
+			if err != nil {
+				return closeReason(err)
+			}
+			for len(msg) > 0 {
+				n := min(len(msg), terminalFrame)
+				_, _ = a.WriteContext(ctx, msg[:n])
+				msg = msg[n:]
+			}
+			continue
+		}
+		n, err := io.ReadFull(rd, buf[:maxControlMessage+1])
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 			return closeReason(err)
 		}
 		msg := buf[:n]
-		if typ == websocket.MessageBinary {
-			if len(msg) > 0 {
-				// Best effort: an exited terminal drops input. The context
-				// ends the wait when the socket goes while the program
-				// does not read.
-				_, _ = a.WriteContext(ctx, msg)
+		problem := ""
+		if n > maxControlMessage {
+			if _, err := io.Copy(io.Discard, rd); err != nil {
+				return closeReason(err)
 			}
-			continue
+			problem = fmt.Sprintf("control message over %d bytes", maxControlMessage)
+		} else {
+			problem = s.control(a, msg)
 		}
-		if problem := s.control(a, msg); problem != "" {
+		if problem != "" {
 			if err := s.writeJSON(ctx, conn, termError{Type: "error", Message: problem}); err != nil {
 				return closeReason(err)
 			}
 		}
 	}
+}
+
+// readMessage reads a whole message into buf, or into a larger buffer
+// for a larger message (bounded by the socket's read limit).
+func readMessage(rd io.Reader, buf []byte) ([]byte, error) {
+	n, err := io.ReadFull(rd, buf)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return buf[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	var big bytes.Buffer
+	big.Write(buf)
+	if _, err := big.ReadFrom(rd); err != nil {
+		return nil, err
+	}
+	return big.Bytes(), nil
 }
 
 // control applies one text message and returns a problem to report, or "".
