@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -510,4 +511,52 @@ func TestChildrenGetTheirOwnTreeMark(t *testing.T) {
 	if len(lines) != 2 || lines[0] != p.mark || lines[1] != "1" || len(p.mark) != 24 {
 		t.Fatalf("child saw %q, want its own mark %q once", out, p.mark)
 	}
+}
+
+// TestKillTreeOfAReapedRootSparesTheNewOwnerOfItsPid: once a child and
+// its whole group are gone, its pid may go to an unrelated process that
+// leads a group of its own; a later KillTree (process.kill of an ended
+// process, the delete of a dead session) must not take that group for
+// the child's. The pid is recycled on purpose through ns_last_pid (root
+// only; skipped otherwise).
+func TestKillTreeOfAReapedRootSparesTheNewOwnerOfItsPid(t *testing.T) {
+	const lastPid = "/proc/sys/kernel/ns_last_pid"
+	if f, err := os.OpenFile(lastPid, os.O_WRONLY, 0); err != nil {
+		t.Skipf("cannot recycle pids here: %v", err)
+	} else {
+		f.Close()
+	}
+	for attempt := range 5 { // another fork may take the pid first
+		p := bash(t, "exit 0", nil)
+		waitFor(t, p)
+		// A pid comes back only after a wrap of the pid space; forced
+		// here, it must still come a few clock ticks (10 ms) later.
+		time.Sleep(30 * time.Millisecond)
+		if err := os.WriteFile(lastPid, []byte(strconv.Itoa(p.Pid-1)), 0); err != nil {
+			t.Skipf("cannot recycle pids here: %v", err)
+		}
+		stranger := exec.Command("sleep", "30")
+		stranger.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := stranger.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if stranger.Process.Pid != p.Pid {
+			_ = stranger.Process.Kill() // ours, by pid
+			_ = stranger.Wait()
+			t.Logf("attempt %d: the pid went elsewhere", attempt)
+			continue
+		}
+		err := p.KillTree(unix.SIGTERM, 500*time.Millisecond)
+		survived := alive(stranger.Process.Pid)
+		_ = stranger.Process.Kill() // ours, by pid
+		_ = stranger.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !survived {
+			t.Fatalf("KillTree of reaped pid %d killed the unrelated process group that got its pid", p.Pid)
+		}
+		return
+	}
+	t.Skip("the pid was never recycled to the test's process")
 }

@@ -68,6 +68,7 @@ type Process struct {
 
 	mark   string        // the tree's MarkVar value
 	start  atomic.Uint64 // start time (clock ticks after boot), 0 until known
+	ended  atomic.Uint64 // when it was reaped (clock ticks after boot), 0 until then or unknown
 	done   chan struct{}
 	status Status // written once before done is closed
 	err    error  // a wait failure (never expected); written before done
@@ -235,7 +236,7 @@ func (p *Process) SignalGroup(sig syscall.Signal) error {
 // members of its process group or session, the marked processes, and their
 // descendants are signalled.
 func (p *Process) KillTree(sig syscall.Signal, grace time.Duration) error {
-	return killTree(p.Pid, !p.Exited(), p.mark, p.start.Load(), sig, grace)
+	return killTree(p.Pid, !p.Exited(), p.mark, p.start.Load(), p.ended.Load(), sig, grace)
 }
 
 func ignoreESRCH(err error) error {
@@ -263,6 +264,7 @@ const pPIDFD = 3 // P_PIDFD, Linux 5.4
 // netpoller rather than on a thread.
 func (p *Process) wait(pidfd int) {
 	defer close(p.done)
+	defer func() { p.ended.Store(Ticks()) }() // before done: KillTree reads it once Exited
 	defer reg.remove(p.Pid)
 	// The pid is ours until reaped below: its start time bounds the tree
 	// (see member) even after that.

@@ -142,7 +142,24 @@ func (s *scanShare) snapshot() []procStat {
 type member struct {
 	mark  string
 	since uint64
+	until uint64             // when the reaped root ended (clock ticks after boot), 0 if unknown or running
 	seen  map[[2]uint64]bool // (pid, start) whose environment was read: marked or not
+}
+
+// inGroup reports whether p, in the process group or session that the
+// reaped root led, is the root's: the kernel does not recycle a group or
+// session id while in use, but once its last member ended the root's pid
+// may go to an unrelated process that leads a group of its own. The
+// root's members started before it ended, or carry the mark; such a
+// newcomer does neither. Knowing neither, p is taken as the root's.
+func (m *member) inGroup(p procStat) bool {
+	if m == nil || m.until == 0 && m.mark == "" {
+		return true
+	}
+	if m.until != 0 && p.start <= m.until {
+		return true
+	}
+	return m.mark != "" && m.marked(p)
 }
 
 // candidate reports whether p, not linked to the tree, may be an unlinked
@@ -203,7 +220,7 @@ func tree(root int, procs []procStat, withRoot bool, m *member) []int {
 	}
 	self := os.Getpid()
 	for _, p := range procs {
-		if p.pgid == root || p.sid == root {
+		if (p.pgid == root || p.sid == root) && (withRoot || m.inGroup(p)) {
 			add(p.pid)
 		}
 	}
@@ -296,16 +313,17 @@ var ErrBadRoot = errors.New("proc: refusing to kill pid <= 1 or muxd itself")
 // sig == SIGKILL skips the grace. KillTree returns once the tree has been
 // SIGKILLed or is gone; it signals only members of the tree.
 func KillTree(root int, sig syscall.Signal, grace time.Duration) error {
-	return killTree(root, true, "", 0, sig, grace)
+	return killTree(root, true, "", 0, 0, sig, grace)
 }
 
 // killTree is KillTree that also ends the processes carrying mark (see
-// [Process.KillTree]); since is the root's start time, 0 if unknown.
-func killTree(root int, withRoot bool, mark string, since uint64, sig syscall.Signal, grace time.Duration) error {
+// [Process.KillTree]); since is the root's start time, 0 if unknown, and
+// until when the reaped root ended (see member.inGroup).
+func killTree(root int, withRoot bool, mark string, since, until uint64, sig syscall.Signal, grace time.Duration) error {
 	if root <= 1 || root == os.Getpid() {
 		return ErrBadRoot
 	}
-	m := &member{mark: mark, since: since}
+	m := &member{mark: mark, since: since, until: until}
 	if mark != "" && withRoot && since == 0 {
 		if st, ok := readStat(root); ok {
 			m.since = st.start
