@@ -5,7 +5,7 @@ import '@xterm/xterm/css/xterm.css';
 import './style.css';
 import { Client } from './wsmux.js';
 import { makeUrl } from './auth.js';
-import { Tabs } from './tabs.js';
+import { Tabs, isShortcut, onMac } from './tabs.js';
 import { ProcessList } from './procs.js';
 import { ExecBox } from './execbox.js';
 import { onSchemeChange } from './theme.js';
@@ -102,7 +102,9 @@ const wake = () => {
 };
 addEventListener('online', wake);
 document.addEventListener('visibilitychange', () => {
-  if (!document.hidden) wake();
+  if (document.hidden) return;
+  wake();
+  tabs.refit(true); // another page may have resized the terminal meanwhile
 });
 
 // Phone layout: one view at a time.
@@ -116,8 +118,15 @@ for (const b of document.querySelectorAll('.view-btn')) b.addEventListener('clic
 
 $('#new-term').addEventListener('click', () => tabs.newTerminal());
 $('#empty-new').addEventListener('click', () => tabs.newTerminal());
+// The shortcuts are Ctrl+Option on a Mac (see tabs.js): say so there.
+if (onMac) {
+  for (const e of document.querySelectorAll('.hint, [title*="Alt+"]')) {
+    if (e.title) e.title = e.title.replaceAll('Alt+', 'Ctrl+Option+');
+    if (e.classList.contains('hint')) e.textContent = e.textContent.replaceAll('Alt+', 'Ctrl+Option+');
+  }
+}
 document.addEventListener('keydown', (ev) => {
-  if (ev.altKey && !ev.ctrlKey && !ev.metaKey && ev.code === 'KeyE') {
+  if (isShortcut(ev) && ev.code === 'KeyE') {
     ev.preventDefault();
     setView('side');
     $('#exec-form input[name=command]').focus();

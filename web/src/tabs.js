@@ -1,17 +1,41 @@
 // tabs.js — terminal and log tabs: create, switch, rename, close, and
 // reattach after a reconnect. Keyboard: Alt+T new terminal, Alt+W close,
-// Alt+1…9 switch, F2 (or double-click) rename, arrows move along the bar.
+// Alt+1…9 switch (Ctrl+Option on a Mac, where Option types characters),
+// F2 (or double-click) rename, arrows move along the bar. Closing a
+// terminal whose shell still runs asks to be confirmed (the same key or
+// click again). Ctrl+Shift+C, and Ctrl+C over a selection, copy.
 
 import { TerminalView } from './termview.js';
 import { LogView } from './logview.js';
 import { el, statusText, toast } from './ui.js';
 import { SHORT_MS } from './procs.js';
 
-/** isShortcut tells page shortcuts apart from keys meant for the shell. */
+/** onMac: Option types characters there ([ { | on many layouts). */
+export const onMac = typeof navigator !== 'undefined' && /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent || '');
+
+/**
+ * isShortcut tells page shortcuts apart from keys meant for the shell:
+ * Alt+key, or Ctrl+Option+key on a Mac (Option alone is a character).
+ */
 export function isShortcut(ev) {
-  if (ev.type !== 'keydown' || !ev.altKey || ev.ctrlKey || ev.metaKey) return false;
+  if (ev.type !== 'keydown' || !ev.altKey || ev.metaKey || ev.ctrlKey !== onMac) return false;
   return ev.code === 'KeyT' || ev.code === 'KeyW' || ev.code === 'KeyE' || /^Digit[1-9]$/.test(ev.code);
 }
+
+/** shortcutName is how the page names Alt+key to the user. */
+export const shortcutName = (key) => (onMac ? `Ctrl+Option+${key}` : `Alt+${key}`);
+
+/**
+ * copyKey: Ctrl+Shift+C always (the browser's own use of it, DevTools,
+ * is taken over), Ctrl+C only over a selection (else it is the shell's
+ * interrupt).
+ */
+function copyKey(ev, hasSelection) {
+  if (ev.type !== 'keydown' || ev.code !== 'KeyC' || !ev.ctrlKey || ev.altKey || ev.metaKey) return false;
+  return ev.shiftKey || hasSelection;
+}
+
+const CONFIRM_MS = 4000; // a second close within this ends a running terminal
 
 /** Tabs owns the tab bar and the panes. */
 export class Tabs {
@@ -22,7 +46,7 @@ export class Tabs {
     this.emptyEl = empty;
     this.tabs = []; // {key, kind, view, tab, pane}
     this.active = null;
-    this.counter = 0;
+    this.closing = null; // {tab, until}: the first of two closes of a running terminal
     this.firstPending = false; // see sync
     this.bootPending = false;
     client.on('notify', (method, p) => {
@@ -88,7 +112,17 @@ export class Tabs {
    * user is not typing elsewhere by then.
    */
   async newTerminal({ auto = false } = {}) {
-    const n = ++this.counter;
+    if (this.client.state !== 'open') {
+      // Not queued: a click while disconnected would open a terminal
+      // later, next to the one the reconnect opens.
+      this.#flash('Not connected: a new terminal can be opened once muxd is back.');
+      return null;
+    }
+    // The lowest free "shell N": the page's counter started again at
+    // each load, next to terminals it had opened before.
+    const used = new Set(this.tabs.filter((t) => t.kind === 'term').map((t) => t.view.title));
+    let n = 1;
+    while (used.has(`shell ${n}`)) n++;
     const params = { title: `shell ${n}` };
     const size = this.#guessSize();
     if (size) Object.assign(params, size);
@@ -137,14 +171,22 @@ export class Tabs {
     this.panes.append(pane);
     const tab = this.#addTab(`t:${t.id}`, 'term', null, pane, t.title || t.id);
     tab.view = new TerminalView({ client: this.client, info: t, pane, onChange: () => this.#label(tab) });
-    tab.view.term.attachCustomKeyEventHandler((ev) => !isShortcut(ev));
+    tab.view.term.attachCustomKeyEventHandler((ev) => {
+      if (isShortcut(ev)) return false;
+      if (copyKey(ev, tab.view.term.hasSelection())) {
+        ev.preventDefault();
+        tab.view.copySelection();
+        return false;
+      }
+      return true;
+    });
     if (!this.active) this.activate(tab, !this.#typingElsewhere());
     return tab;
   }
 
   #addTab(key, kind, view, pane, title) {
     const label = el('span', { class: 'tab-label' }, title);
-    const close = el('span', { class: 'tab-close', role: 'button', 'aria-label': `Close ${title}`, title: kind === 'term' ? 'Close and end this terminal (Alt+W)' : 'Close this log (the process keeps running)' }, '×');
+    const close = el('span', { class: 'tab-close', role: 'button', 'aria-label': `Close ${title}`, title: kind === 'term' ? `Close and end this terminal (${shortcutName('W')})` : 'Close this log (the process keeps running)' }, '×');
     const btn = el('button', { type: 'button', class: `tab ${kind}`, role: 'tab', 'aria-selected': 'false', tabindex: '-1' }, label, close);
     const tab = { key, kind, view, tab: btn, pane, label };
     pane.hidden = true;
@@ -202,8 +244,21 @@ export class Tabs {
     tab.tab.scrollIntoView({ block: 'nearest', inline: 'nearest' });
   }
 
-  /** close ends a terminal (terminal.destroy) or detaches a log. */
+  /**
+   * close ends a terminal (terminal.destroy) or detaches a log. A terminal
+   * whose shell still runs is ended only on a second close within
+   * CONFIRM_MS: a stray Alt+W or click must not kill what runs in it.
+   */
   async close(tab) {
+    if (tab.kind === 'term' && !tab.view.gone && !tab.view.exited) {
+      const now = Date.now();
+      if (this.closing?.tab !== tab || now > this.closing.until) {
+        this.closing = { tab, until: now + CONFIRM_MS };
+        this.#flash(`“${tab.view.title}” is still running: close it again within ${CONFIRM_MS / 1000} s to end it and everything running in it.`);
+        return;
+      }
+      this.closing = null;
+    }
     if (tab.kind === 'term' && !tab.view.gone) {
       // Destroy an exited terminal too: that frees its retained output.
       try {
@@ -278,8 +333,8 @@ export class Tabs {
   }
 
   /** refit resizes the visible terminal (after a layout change). */
-  refit() {
-    if (this.active?.kind === 'term') this.active.view.refit();
+  refit(force = false) {
+    if (this.active?.kind === 'term') this.active.view.refit(force);
   }
 
   setTheme() {

@@ -9,12 +9,14 @@
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import { WebLinksAddon } from '@xterm/addon-web-links';
+import { Unicode11Addon } from '@xterm/addon-unicode11';
 import { termTheme } from './theme.js';
 
 const WINDOW = 256 * 1024; // credit granted per terminal channel
 const HIDDEN_BACKLOG = 8 * 1024 * 1024; // unprocessed bytes allowed while hidden
 
 const dim = (s) => `\r\n\x1b[2m${s}\x1b[0m\r\n`;
+const ECHO_MS = 3000; // a keystroke with no output for this long: check the socket
 
 /**
  * TerminalView attaches to terminal `info.id` over `client` and draws it in
@@ -43,13 +45,21 @@ export class TerminalView {
       fontSize: 14,
       cursorBlink: true,
       scrollback: 10000,
-      allowProposedApi: false,
+      allowProposedApi: true, // the unicode API (below)
       theme: termTheme(),
     });
     this.fit = new FitAddon();
     this.term.loadAddon(this.fit);
     this.term.loadAddon(new WebLinksAddon());
+    // Emoji and other wide characters take two columns, as in the shell
+    // (glibc's wcwidth): with xterm's default Unicode 6 widths the
+    // cursor drifted from where bash edits the line.
+    this.term.loadAddon(new Unicode11Addon());
+    this.term.unicode.activeVersion = '11';
     this.term.open(pane);
+    // Another page on this terminal may have resized it meanwhile: the
+    // page being used sets the size again.
+    this.term.textarea?.addEventListener('focus', () => this.refit(true));
     this.term.onData((s) => this.#input(s));
     this.term.onBinary((s) => this.#input(Uint8Array.from(s, (c) => c.charCodeAt(0) & 0xff)));
     this.term.onResize(({ cols, rows }) => this.#sendSize(cols, rows));
@@ -67,8 +77,12 @@ export class TerminalView {
     this.term.focus();
   }
 
-  /** refit sizes the terminal to its pane (when the pane is shown). */
-  refit() {
+  /**
+   * refit sizes the terminal to its pane (when the pane is shown). With
+   * force it sends the size even if unchanged here: another page on the
+   * same terminal may have set its own.
+   */
+  refit(force = false) {
     if (this.pane.offsetParent === null || this.pane.clientWidth === 0) return; // hidden
     cancelAnimationFrame(this.fitFrame);
     this.fitFrame = requestAnimationFrame(() => {
@@ -77,6 +91,7 @@ export class TerminalView {
       } catch {
         // Not measurable yet (no renderer): the next resize refits.
       }
+      if (force) this.size = null;
       this.#sendSize(this.term.cols, this.term.rows);
     });
   }
@@ -123,6 +138,8 @@ export class TerminalView {
   }
 
   #data(ch, bytes) {
+    clearTimeout(this.echoTimer);
+    this.echoTimer = null;
     const n = bytes.length;
     if (this.offset !== null) this.offset += n;
     this.backlog += n;
@@ -184,12 +201,37 @@ export class TerminalView {
       this.onChange(this);
     }
     this.ch.write(data);
+    this.#expectEcho();
+  }
+
+  /**
+   * expectEcho: a keystroke normally gets output back within milliseconds.
+   * With none for ECHO_MS the socket may be dead without a close (a
+   * frozen daemon, a lost network): check it now rather than at the next
+   * keepalive, half a minute later, while keys go nowhere.
+   */
+  #expectEcho() {
+    if (this.echoTimer) return;
+    this.echoTimer = setTimeout(() => {
+      this.echoTimer = null;
+      this.client.checkAlive?.();
+    }, ECHO_MS);
   }
 
   /** sendKeys types a key sequence (from the on-screen key bar). */
   sendKeys(seq) {
     if (this.replaying || !this.ch || this.exited) return;
     this.ch.write(seq);
+    this.#expectEcho();
+  }
+
+  /** copySelection puts the selected text on the clipboard; false if none. */
+  copySelection() {
+    if (!this.term.hasSelection()) return false;
+    const text = this.term.getSelection();
+    navigator.clipboard?.writeText(text).catch(() => {});
+    this.term.clearSelection();
+    return true;
   }
 
   #sendSize(cols, rows) {
@@ -207,6 +249,7 @@ export class TerminalView {
 
   /** dispose detaches and frees xterm. */
   dispose() {
+    clearTimeout(this.echoTimer);
     this.detach();
     this.resizeObs.disconnect();
     this.term.dispose();

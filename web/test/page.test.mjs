@@ -309,6 +309,10 @@ describe('the page in Chromium', { skip }, () => {
         return terminals.find((t) => t.id === id)?.title === 'build box';
       }, id, { timeout: 5000 });
       const before = (await list()).length;
+      // Its shell still runs: the first click only asks for a second one.
+      await page.click('.tab.active .tab-close');
+      await page.waitForSelector('text=/is still running: close it again/', { timeout: 5000 });
+      assert.ok((await list()).some((t) => t.id === id && !t.exited), 'one click ended a running terminal');
       await page.click('.tab.active .tab-close');
       await page.waitForFunction(async (id) => {
         const { terminals } = await globalThis.muxd.client.call('terminal.list');
@@ -318,6 +322,31 @@ describe('the page in Chromium', { skip }, () => {
       // The page drops the tab once its own terminal.destroy answers,
       // which can come after the list above already shows the end.
       await page.locator('.tab-label >> text="build box"').waitFor({ state: 'detached', timeout: 5000 });
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+
+  test('wide characters take two columns, as in the shell', async () => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await freshTerminal(page);
+      await typeLine(page, "printf 'A\\360\\237\\230\\200|\\n'");
+      await waitTerm(page, /^A.\|$/mu);
+      // The bar sits in column 3 (0-based): the emoji took two cells.
+      const col = await page.evaluate(() => {
+        const buf = globalThis.muxd.tabs.active.view.term.buffer.active;
+        for (let y = buf.length - 1; y >= 0; y--) {
+          const line = buf.getLine(y);
+          const text = line?.translateToString(true) ?? '';
+          if (/^A.\|$/u.test(text)) {
+            for (let x = 0; x < line.length; x++) if (line.getCell(x)?.getChars() === '|') return x;
+          }
+        }
+        return -1;
+      });
+      assert.equal(col, 3, 'the emoji should take two cells');
       assert.deepEqual(errors, []);
     } finally {
       await closePage(ctx, page);
