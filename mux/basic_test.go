@@ -3,7 +3,9 @@ package mux
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"testing"
 	"time"
 )
@@ -78,5 +80,52 @@ func TestMuxPingMeasuresRTT(t *testing.T) {
 		if d, err := c.Ping(ctx5(t)); err != nil || d <= 0 {
 			t.Fatalf("ping: %v %v", d, err)
 		}
+	}
+}
+
+// TestEOFThenCloseReadsAsEOF: a peer that ends its input with EOF and
+// then closes the channel (the protocol's order) leaves its data and then
+// io.EOF to read, not the close: a process's stdin must see its end.
+func TestEOFThenCloseReadsAsEOF(t *testing.T) {
+	got := make(chan error, 1)
+	data := make(chan []byte, 1)
+	rt := NewRouter()
+	rt.HandleOpen("sink", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
+		go func() {
+			<-ch.Done() // the CLOSE has come: read only then
+			var all []byte
+			buf := make([]byte, 1024)
+			for {
+				n, err := ch.Read(buf)
+				all = append(all, buf[:n]...)
+				if err != nil {
+					data <- all
+					got <- err
+					return
+				}
+			}
+		}()
+		return nil, nil
+	})
+	ts := newTestServer(t, pipeTransport, Config{}, rt)
+	c, _ := ts.dial(t, Config{})
+	ch, _, err := c.Open(ctx5(t), "sink", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b := recvOrTimeout(t, data, 5*time.Second, "data"); string(b) != "hello" {
+		t.Errorf("data %q", b)
+	}
+	if err := recvOrTimeout(t, got, 5*time.Second, "end"); err != io.EOF {
+		t.Errorf("read after EOF and CLOSE: %v, want io.EOF", err)
 	}
 }

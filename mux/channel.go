@@ -25,6 +25,7 @@ type Channel struct {
 	openDone      bool  // client: the open ended (ok or not)
 	meta          json.RawMessage
 	closed        bool  // either side closed, or the conn ended
+	closedHere    bool  // closed by this side (Close, a refused frame): reads end at once
 	closeErr      error // what Read and Write return once closed
 	localEOF      bool  // we sent EOF
 	dataQueued    bool  // a DATA frame of ours waits for the writer
@@ -232,7 +233,10 @@ func (ch *Channel) read(p []byte, credit, frame bool) (int, json.RawMessage, err
 			break
 		}
 		switch {
-		case ch.closed && (ch.closeErr == ErrChannelClosed || !ch.peerEOF):
+		// Buffered input stays readable after the peer's CLOSE; after its
+		// EOF and then its CLOSE (the protocol's order) a read sees EOF,
+		// not the close: a stdin consumer must still see its input end.
+		case ch.closed && (ch.closedHere || !ch.peerEOF):
 			withdraw()
 			err := ch.closeErr
 			c.mu.Unlock()
@@ -495,6 +499,7 @@ func (ch *Channel) dropLocked(err error, local bool) {
 		return
 	}
 	ch.closed = true
+	ch.closedHere = local
 	ch.closeErr = err
 	if c.channels[ch.id] == ch {
 		delete(c.channels, ch.id)

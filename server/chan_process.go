@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
 
 	"github.com/muxd/muxd/exec"
 	"github.com/muxd/muxd/mux"
@@ -130,18 +129,35 @@ func (b *backend) pumpProcessOut(ctx context.Context, ch *mux.Channel, id string
 	defer closePumps(ps)
 	frame := b.muxCfg.MaxFrame - 1 // one byte for the stream
 	var wg sync.WaitGroup
-	var failed atomic.Bool
+	var failOnce sync.Once
+	var failure error
 	for _, sp := range ps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := b.pumpStream(ctx, ch, sp, frame); err != nil {
-				failed.Store(true)
+				failOnce.Do(func() { failure = err })
 			}
 		}()
 	}
 	wg.Wait()
-	if failed.Load() || ctx.Err() != nil {
+	if ctx.Err() != nil {
+		return
+	}
+	if failure != nil {
+		// The output went away under the channel (process.remove, the
+		// id reused, retention): say so, or the client waits for ever.
+		// A failed write means the channel is gone already.
+		select {
+		case <-ch.Done():
+			return
+		default:
+		}
+		me, ok := execError(failure).(*mux.Error)
+		if !ok {
+			me = mux.NewError(mux.CodeInternal, "reading the output: %v", failure)
+		}
+		_ = ch.CloseWithError(me) // Best effort.
 		return
 	}
 	if exit {

@@ -219,6 +219,22 @@ func TestProcessChannelLiveConforms(t *testing.T) {
 		}
 	})
 
+	t.Run("output removed under a channel: CLOSE with why, not a stall", func(t *testing.T) {
+		mustCall(t, conn, "process.start", obj{"id": "gone", "command": "head -c 300000 /dev/zero"})
+		mustCall(t, conn, "process.wait", obj{"id": "gone", "timeoutMs": 5000})
+		ch, _, err := conn.Open(ctx, "process", 1024, obj{"id": "gone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		mustCall(t, conn, "process.remove", obj{"id": "gone"})
+		out := drainProcess(t, events(ch), 10*time.Second)
+		var me *mux.Error
+		if !errors.As(out.end, &me) || len(out.stdout) >= 300000 {
+			t.Fatalf("after process.remove: %d bytes, end %v; want a CLOSE with a code before the end", len(out.stdout), out.end)
+		}
+	})
+
 	t.Run("signal CTRL", func(t *testing.T) {
 		ch, _, err := conn.Open(ctx, "process", 64<<10, obj{"id": "run"})
 		if err != nil {
