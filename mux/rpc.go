@@ -248,13 +248,19 @@ func (c *Conn) queueRPCLocked(payload []byte, notify, flush bool) bool {
 // Notify sends a notification, best effort: it never blocks and returns
 // ErrDropped when too many notifications are already queued.
 func (c *Conn) Notify(method string, params any) error {
-	b, err := json.Marshal(struct {
+	b, err := marshalPlain(struct {
 		JSONRPC string `json:"jsonrpc"`
 		Method  string `json:"method"`
 		Params  any    `json:"params,omitempty"`
 	}{"2.0", method, params})
 	if err != nil {
 		return err
+	}
+	if len(b) > c.cfg.MaxRPCResponse {
+		// Past the peer's read limit (sized from maxRpcResponse) it
+		// would end the connection with 1009: one notification lost
+		// instead.
+		return ErrDropped
 	}
 	if !c.sendRPC(b, true) {
 		if c.Err() != nil {

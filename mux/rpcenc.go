@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 )
@@ -62,5 +63,18 @@ func marshalValue(v any) ([]byte, error) {
 		}
 		return r, nil
 	}
-	return json.Marshal(v)
+	return marshalPlain(v)
+}
+
+// marshalPlain is json.Marshal without HTML escaping: < > & stay one
+// byte each instead of six (\u003c), so output full of them does not
+// grow past the response limit it was cut to fit.
+func marshalPlain(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -397,6 +397,18 @@ func TestTimeoutZeroAndResponseLimitConform(t *testing.T) {
 	if s, _ := r["stdout"].(string); len(s) >= 64<<10 || len(s) == 0 || r["stdoutTruncated"] != true {
 		t.Fatalf("exec under a 64 KiB response limit: %d bytes, truncated %v", len(s), r["stdoutTruncated"])
 	}
+	// Bytes that JSON escapes: control bytes take six (\u0001), so the
+	// cut counts escapes; < > & are not escaped at all.
+	r = mustCall(t, conn, "exec", obj{"command": "head -c 100000 /dev/zero | tr '\\0' '<'; head -c 100000 /dev/zero | tr '\\0' '\\001' >&2", "maxOutput": 512 << 10})
+	out, _ := r["stdout"].(string)
+	errOut, _ := r["stderr"].(string)
+	if len(out) == 0 || len(errOut) == 0 || strings.Trim(out, "<") != "" || strings.Trim(errOut, "\x01") != "" || r["stdoutTruncated"] != true || r["stderrTruncated"] != true {
+		t.Fatalf("exec of escaped bytes under a 64 KiB response limit: stdout %d bytes, stderr %d, truncated %v %v", len(out), len(errOut), r["stdoutTruncated"], r["stderrTruncated"])
+	}
+	// A title is bounded: it goes to every client in lists and notifications.
+	big := strings.Repeat("<", 5000)
+	_, err = call(t, conn, "terminal.create", obj{"title": big})
+	wantErr(t, "terminal.create with a 5000-byte title", err, mux.CodeInvalidParams)
 }
 
 func TestSessionDeleteKillsWhatItsCommandsStarted(t *testing.T) {

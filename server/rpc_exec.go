@@ -120,13 +120,7 @@ func (b *backend) execResult(r exec.ExecResult, enc string) execResult {
 	out, errb := r.Stdout, r.Stderr
 	outCut, errCut := r.StdoutTruncated, r.StderrTruncated
 	budget := b.s.cfg.MaxRPCResponse - responseOverhead
-	size := func(n int) int {
-		if enc == "base64" {
-			return base64.StdEncoding.EncodedLen(n)
-		}
-		return n * 3 // worst case: every byte becomes U+FFFD or an escape
-	}
-	for size(len(out))+size(len(errb)) > budget && budget > 0 {
+	for encodedLen(out, enc)+encodedLen(errb, enc) > budget && budget > 0 {
 		if len(out) >= len(errb) {
 			out, outCut = cut(out, len(out)/2, enc), true
 		} else {
@@ -138,6 +132,31 @@ func (b *backend) execResult(r exec.ExecResult, enc string) execResult {
 		Stdout: encodeBytes(out, enc), Stderr: encodeBytes(errb, enc), Encoding: enc,
 		StdoutTruncated: outCut, StderrTruncated: errCut, DurationMs: r.Duration.Milliseconds(),
 	}
+}
+
+// encodedLen is the size of b in the JSON answer: base64, or the UTF-8
+// text (invalid bytes as U+FFFD) as a JSON string, escapes counted (a
+// control byte takes six, as \u0001; < > & one, see mux.marshalPlain).
+func encodedLen(b []byte, enc string) int {
+	if enc == "base64" {
+		return base64.StdEncoding.EncodedLen(len(b))
+	}
+	n := 0
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		b = b[size:]
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20 || r == '\u2028' || r == '\u2029':
+			n += 6
+		case r == utf8.RuneError && size == 1:
+			n += 3 // U+FFFD
+		default:
+			n += size
+		}
+	}
+	return n
 }
 
 // cut shortens b to at most n bytes; for utf8 it backs off a character

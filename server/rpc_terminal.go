@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/muxd/muxd/mux"
 	"github.com/muxd/muxd/pty"
@@ -24,6 +25,9 @@ type terminalCreateParams struct {
 func (b *backend) terminalCreate(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
 	var p terminalCreateParams
 	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	if err := checkTitle(p.Title); err != nil {
 		return nil, err
 	}
 	opts := pty.CreateOptions{ID: p.ID, Title: p.Title, Shell: p.Shell, Cwd: p.Cwd,
@@ -67,6 +71,11 @@ func (b *backend) terminalUpdate(ctx context.Context, c *mux.Conn, params json.R
 	if err := need("id", p.ID); err != nil {
 		return nil, err
 	}
+	if p.Title != nil {
+		if err := checkTitle(*p.Title); err != nil {
+			return nil, err
+		}
+	}
 	t, err := b.terms.Get(p.ID)
 	if err != nil {
 		return nil, ptyError(err)
@@ -88,6 +97,17 @@ func (b *backend) terminalUpdate(ctx context.Context, c *mux.Conn, params json.R
 		t.SetTitle(*p.Title)
 	}
 	return terminalToWire(t.Info()), nil
+}
+
+// maxTitle bounds a terminal's title: it goes into every terminal.list
+// answer and terminal.* notification, to every client.
+const maxTitle = 4 << 10 // 4 KiB
+
+func checkTitle(title string) error {
+	if len(title) > maxTitle {
+		return mux.ErrInvalidParams(fmt.Sprintf("title over %d bytes", maxTitle))
+	}
+	return nil
 }
 
 type idParams struct {
