@@ -76,6 +76,23 @@ func (r *OutputReader) Read(p []byte) (int, error) {
 	}
 }
 
+// Wait blocks until Read would not: bytes, a gap or the end are there. It
+// returns io.ErrClosedPipe once the reader is closed. A pump waits before
+// it takes a buffer, so a stream with nothing new holds none.
+func (r *OutputReader) Wait() error {
+	for {
+		first, end, done, wake := r.log.state()
+		if r.off < first || r.off < end || done {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-r.closed:
+			return io.ErrClosedPipe
+		}
+	}
+}
+
 // Close stops the reader; a blocked Read returns io.ErrClosedPipe.
 func (r *OutputReader) Close() error {
 	r.closeOnce.Do(func() { close(r.closed) })

@@ -29,6 +29,7 @@ type Channel struct {
 	closeErr      error // what Read and Write return once closed
 	localEOF      bool  // we sent EOF
 	dataQueued    bool  // a DATA frame of ours waits for the writer
+	filling       bool  // a FillStream is filling a frame (credit and budget reserved)
 	smallQueued   int   // CTRL/EOF frames of ours waiting
 	sendCredit    int64 // DATA bytes we may still send
 	inputEnabled  bool
@@ -338,7 +339,7 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 			// Credit only returns what was used: waiting would be forever.
 			return total, NewError(CodeNotWritable, "the server granted this channel no credit: it takes no input")
 		}
-		if !ch.opened || ch.dataQueued || ch.sendCredit <= int64(extra) {
+		if !ch.opened || ch.dataQueued || ch.filling || ch.sendCredit <= int64(extra) {
 			ch.cond.Wait()
 			continue
 		}
@@ -364,6 +365,86 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 		total += n
 	}
 	return total, nil
+}
+
+// FillStream sends one DATA frame of stream whose bytes fill writes: once
+// the channel has credit, no frame of its own waiting and room in the
+// connection's budget, it reserves a frame of up to limit bytes (never more
+// than the credit or a frame) and calls fill with it, without the
+// connection's lock. What fill wrote is queued; nothing is when it wrote
+// nothing. It returns fill's count and error, or why the channel cannot
+// be written.
+//
+// A pump reads its source straight into the frame: no buffer of its own
+// waits for credit, so a channel the peer does not read holds no memory
+// beyond its one queued frame, within the budget. fill must not block
+// long: it holds the channel's turn.
+func (ch *Channel) FillStream(ctx context.Context, stream byte, limit int, fill func(p []byte) (int, error)) (int, error) {
+	c := ch.c
+	c.mu.Lock()
+	if ctx != nil && ctx.Done() != nil && ctx != ch.wctx {
+		ch.watchLocked(ctx)
+	}
+	var n int
+	var size int64
+	for {
+		if err := ch.writeErrLocked(ctx); err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
+		if ch.noInput {
+			c.mu.Unlock()
+			return 0, NewError(CodeNotWritable, "the server granted this channel no credit: it takes no input")
+		}
+		if !ch.opened || ch.dataQueued || ch.filling || ch.sendCredit <= 1 {
+			ch.cond.Wait()
+			continue
+		}
+		n = min(limit, int(ch.sendCredit)-1, c.sendMaxFrame-1)
+		size = int64(headerLen + 1 + n)
+		if c.used+size > c.outputCapLocked() && c.used > 0 {
+			c.budgetWaiters = append(c.budgetWaiters, ch)
+			ch.cond.Wait()
+			continue
+		}
+		break
+	}
+	// Reserved while fill runs: the budget for others, the channel's
+	// turn for its other writers.
+	c.used += size
+	ch.filling = true
+	c.mu.Unlock()
+
+	f := getFrame(int(size))
+	f.b = appendFrame(f.b, typeData, ch.id, nil)
+	f.b = append(f.b, stream)
+	start := len(f.b)
+	k, ferr := fill(f.b[start : start+n])
+	k = max(0, min(k, n))
+	f.b = f.b[:start+k]
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch.filling = false
+	c.used -= size
+	ch.cond.Broadcast()
+	if len(c.budgetWaiters) > 0 {
+		c.wakeBudgetLocked()
+	}
+	if k == 0 {
+		putFrame(f)
+		return 0, ferr
+	}
+	if err := ch.writeErrLocked(ctx); err != nil {
+		putFrame(f)
+		return 0, err
+	}
+	f.cost, f.data, f.ch = int64(len(f.b)), true, ch
+	c.used += f.cost
+	ch.sendCredit -= int64(k + 1)
+	ch.dataQueued = true
+	c.enqueueFlushLocked(&ch.q, f)
+	return k, ferr
 }
 
 // watchLocked makes ctx's end wake ch's waiters. A pump writes with the

@@ -93,10 +93,6 @@ func (b *backend) openProcess(ctx context.Context, ch *mux.Channel, params json.
 	return meta, nil
 }
 
-// pumpFrames is how many DATA frames one output read may fill (8 ×
-// 32 KiB = 256 KiB per stream and channel while it streams).
-const pumpFrames = 8
-
 // streamPump reads one stream of a process for a channel.
 type streamPump struct {
 	r      *exec.OutputReader
@@ -181,23 +177,24 @@ func (b *backend) pumpProcessOut(ctx context.Context, ch *mux.Channel, id string
 
 // pumpStream copies one stream to the channel; a gap becomes a CTRL.
 func (b *backend) pumpStream(ctx context.Context, ch *mux.Channel, sp *streamPump, frame int) error {
-	// Read several frames' worth per call: WriteStream cuts it into DATA
-	// frames, and the output log is read with 8× fewer syscalls.
-	buf := make([]byte, pumpFrames*frame)
+	// Each frame is read from the output log straight into its place in
+	// the connection's queue (FillStream), once the stream has bytes and
+	// the channel credit: a channel its client does not read, or an idle
+	// process, holds no buffer (a 256 KiB read buffer per stream was
+	// held by every open channel: hundreds of MiB for a connection with
+	// a thousand).
 	name := streamName(sp.stream)
 	for sp.limit != 0 {
-		p := buf
-		if sp.limit > 0 && int64(len(p)) > sp.limit {
-			p = p[:sp.limit]
+		if err := sp.r.Wait(); err != nil {
+			return err
 		}
-		n, err := sp.r.Read(p)
-		if n > 0 {
-			if _, werr := ch.WriteStream(ctx, byte(sp.stream), p[:n]); werr != nil {
-				return werr
-			}
-			if sp.limit > 0 {
-				sp.limit -= int64(n)
-			}
+		limit := frame
+		if sp.limit > 0 && int64(limit) > sp.limit {
+			limit = int(sp.limit)
+		}
+		n, err := ch.FillStream(ctx, byte(sp.stream), limit, sp.r.Read)
+		if n > 0 && sp.limit > 0 {
+			sp.limit -= int64(n)
 		}
 		var gap *exec.GapError
 		switch {
@@ -221,7 +218,12 @@ func (b *backend) pumpStream(ctx context.Context, ch *mux.Channel, sp *streamPum
 // pumpProcessIn writes client DATA to stdin, returning credit once the
 // write returned; client EOF closes stdin.
 func (b *backend) pumpProcessIn(ch *mux.Channel, id string, stdin bool) {
-	buf := make([]byte, 32<<10)
+	// Without stdin the read only waits for EOF or a refused DATA: no
+	// buffer worth the name for every channel that just follows output.
+	buf := make([]byte, 1)
+	if stdin {
+		buf = make([]byte, 32<<10)
+	}
 	for {
 		n, err := ch.ReadNoCredit(buf)
 		if n > 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
 )
 
 func openFDs() int {
@@ -81,4 +82,51 @@ func TestConnectionsAndChannelsLeaveNoGoroutinesOrFDs(t *testing.T) {
 	if fd := settle(openFDs, fd0+2, 10*time.Second); fd > fd0+2 {
 		t.Fatalf("open fds: %d before, %d after 20 connections", fd0, fd)
 	}
+}
+
+// TestIdleChannelsHoldNoBuffers: channels open on a process with nothing
+// to send, or with a client that grants no more credit, hold no read
+// buffer (each held 2 × 256 KiB: a connection with a thousand of them
+// held half a GiB, outside the connection's budget).
+func TestIdleChannelsHoldNoBuffers(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mustCall(t, conn, "process.start", obj{"id": "idle", "command": "exec sleep 60"})
+	mustCall(t, conn, "process.start", obj{"id": "full", "command": "yes | head -c 2000000; exec sleep 60"})
+	mustCall(t, conn, "process.waitForLog", obj{"id": "full", "pattern": "^y$", "timeoutMs": 5000})
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	const n = 200
+	var chans []*mux.Channel
+	for i := range n {
+		id := "idle"
+		if i%2 == 1 {
+			id = "full" // 1 KiB of credit, never read: stalled after it
+		}
+		ch, _, err := conn.Open(ctx, "process", 1024, obj{"id": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+	}
+	time.Sleep(200 * time.Millisecond) // the pumps reach their waits
+	grew := int64(heap()) - int64(before)
+	for _, ch := range chans {
+		_ = ch.Close()
+	}
+	mustCall(t, conn, "process.kill", obj{"id": "idle", "signal": "KILL"})
+	mustCall(t, conn, "process.kill", obj{"id": "full", "signal": "KILL"})
+	// Goroutines, channel state and one small frame each remain: well
+	// under 32 KiB a channel (it was over 512 KiB).
+	if per := grew / n; per > 32<<10 {
+		t.Fatalf("%d channels grew the heap by %d KiB: %d bytes each", n, grew>>10, per)
+	}
+	t.Logf("%d channels: %d bytes each", n, grew/n)
 }
