@@ -92,6 +92,19 @@ func within(t *testing.T, what string, d time.Duration, f func()) {
 	}
 }
 
+// wantClosed waits for a Read's result after Close: ErrClosed, soon.
+func wantClosed(t *testing.T, readErr <-chan error) {
+	t.Helper()
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, client.ErrClosed) {
+			t.Errorf("Read after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read still blocked 5 s after Close")
+	}
+}
+
 func TestClientStdinAcrossADroppedSocket(t *testing.T) {
 	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
 	c := d.dial(t, client.Options{})
@@ -170,14 +183,7 @@ func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
 	within(t, "Offset", 2*time.Second, func() { _ = term.Offset() })
 	within(t, "Exit", 2*time.Second, func() { _, _, _ = term.Exit() })
 	within(t, "Close", 2*time.Second, func() { _ = term.Close() })
-	select {
-	case err := <-readErr:
-		if !errors.Is(err, client.ErrClosed) {
-			t.Errorf("Read after Close: %v, want ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Read still blocked 5 s after Close")
-	}
+	wantClosed(t, readErr)
 	// The terminal lives on in the daemon: end it there.
 	c2 := d.dial(t, client.Options{})
 	if err := c2.DestroyTerminal(ctx, id); err != nil {
@@ -204,14 +210,7 @@ func TestClientStreamReaderClosedFromAnotherGoroutine(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // the Read waits for output
 	_ = r.Close()
-	select {
-	case err := <-readErr:
-		if !errors.Is(err, client.ErrClosed) {
-			t.Errorf("Read: %v, want ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Read still blocked 5 s after Close")
-	}
+	wantClosed(t, readErr)
 	// Info while Wait updates it (the race detector watches).
 	waited := make(chan struct{})
 	go func() { _, _ = p.Wait(ctx); close(waited) }()

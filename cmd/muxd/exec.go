@@ -53,16 +53,8 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if ok, code := parseClientFlags(fs, args, execUsage, stderr); !ok {
 		return code
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprint(stderr, "muxd exec: no command given (muxd exec -- echo hi)\n")
-		return 2
-	}
-	command := fs.Arg(0)
-	if fs.NArg() > 1 {
-		command = shellJoin(fs.Args())
-	}
-	if strings.TrimSpace(command) == "" {
-		fmt.Fprint(stderr, "muxd exec: the command is empty (muxd exec -- echo hi)\n")
+	command, ok := commandArg(fs, "exec", "echo hi", stderr)
+	if !ok {
 		return 2
 	}
 	// The id is ours, so an interrupted command can be killed by it.
@@ -178,6 +170,25 @@ func killExec(c *client.Client, id string, inSession bool) error {
 	}
 	_, err = p.Wait(ctx)
 	return err
+}
+
+// commandArg is the command of exec or start: one argument as shell text,
+// several quoted and joined. It reports a missing or empty one (false),
+// with an example of the command's use.
+func commandArg(fs *flag.FlagSet, name, example string, stderr io.Writer) (string, bool) {
+	command := fs.Arg(0)
+	if fs.NArg() > 1 {
+		command = shellJoin(fs.Args())
+	}
+	switch {
+	case fs.NArg() == 0:
+		fmt.Fprintf(stderr, "muxd %s: no command given (muxd %s -- %s)\n", name, name, example)
+	case strings.TrimSpace(command) == "":
+		fmt.Fprintf(stderr, "muxd %s: the command is empty (muxd %s -- %s)\n", name, name, example)
+	default:
+		return command, true
+	}
+	return "", false
 }
 
 // restartSession replaces a dead session with a fresh one of the same id.

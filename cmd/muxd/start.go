@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/muxd/muxd/client"
@@ -40,12 +39,8 @@ func runStart(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseClientFlags(fs, args, startUsage, stderr); !ok {
 		return code
 	}
-	command := fs.Arg(0)
-	if fs.NArg() > 1 {
-		command = shellJoin(fs.Args())
-	}
-	if strings.TrimSpace(command) == "" {
-		fmt.Fprint(stderr, "muxd start: no command given (muxd start -- ./server --port 8080)\n")
+	command, ok := commandArg(fs, "start", "./server --port 8080", stderr)
+	if !ok {
 		return 2
 	}
 	opts := client.ProcessOptions{ID: *id, SessionID: *session, Cwd: *cwd, Timeout: *timeout, OutputLimit: limit}
