@@ -143,12 +143,12 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.conn, c.boot = conn, conn.Hello().Boot
-	c.wg.Add(1)
-	go c.supervise(conn)
 	if opts.OnReconnect != nil || opts.OnDisconnect != nil {
-		c.events = make(chan connEvent, 16)
+		c.events = make(chan connEvent, 16) // before the supervisor reads it
 		go c.callEvents()
 	}
+	c.wg.Add(1)
+	go c.supervise(conn)
 	return c, nil
 }
 

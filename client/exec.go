@@ -107,7 +107,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 		if err != nil && ctx.Err() != nil {
 			// Cancelled while waiting on the new socket: the request's
 			// rpc.cancel went down with the old one, so kill by id.
-			c.killExec(opts)
+			c.killExec(opts, stale)
 		}
 	}
 	if live != nil {
@@ -160,9 +160,15 @@ func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions, stale stri
 
 // killExec ends a cancelled exec by id, best effort: a session's command
 // as Ctrl-C would, a stateless one with its tree.
-func (c *Client) killExec(opts ExecOptions) {
+func (c *Client) killExec(opts ExecOptions, stale string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Only this exec: not the earlier holder of a reused ID, or what it
+	// left running.
+	var info ProcessInfo
+	if err := c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &info); err != nil || info.Instance == stale {
+		return
+	}
 	params := map[string]any{"id": opts.ID}
 	if opts.SessionID != "" {
 		params["signal"] = "INT"
@@ -175,15 +181,19 @@ func (c *Client) killExec(opts ExecOptions) {
 // the session is busy, an exec not found yet may be queued behind its
 // command, so the wait goes on until the session is idle. An exec the
 // daemon never registered (the request was lost with the socket) is
-// not_found; so is the ended holder of a reused ID (instance stale).
+// not_found; so is the ended holder of a reused ID (instance stale). A
+// holder still running means the daemon refused this exec (already_exists,
+// an answer lost with the socket): it is not waited for.
 func (c *Client) awaitExec(ctx context.Context, p *Process, sessionID, stale string) (ProcessInfo, error) {
 	notFound := mux.NewError(mux.CodeNotFound, "exec %q was not registered by the daemon: the request was lost with the socket", p.id)
 	backoff := 5 * time.Millisecond
 	for idle := 0; idle < 2; { // idle twice: a turn may begin between the two calls
-		info, err := p.Wait(ctx)
+		info, err := p.Refresh(ctx)
 		switch {
 		case err == nil && (stale == "" || info.Instance != stale):
-			return info, nil
+			return p.Wait(ctx) // this exec
+		case err == nil && info.Running():
+			return ProcessInfo{}, mux.NewError(mux.CodeAlreadyExists, "exec %q: a running process holds the ID", p.id)
 		case err != nil && !IsCode(err, mux.CodeNotFound):
 			return ProcessInfo{}, err
 		case sessionID == "":

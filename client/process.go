@@ -358,7 +358,7 @@ func (w *stdinWriter) Write(p []byte) (int, error) {
 		if !lost(w.f.conn, err) {
 			return done, err
 		}
-		w.f.ch = nil
+		w.f.drop()
 		p = p[n:]
 	}
 }
@@ -377,7 +377,7 @@ func (w *stdinWriter) Close() error {
 		if err == nil || !lost(w.f.conn, err) {
 			return err
 		}
-		w.f.ch = nil
+		w.f.drop()
 	}
 	return ErrDisconnected
 }

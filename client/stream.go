@@ -47,9 +47,21 @@ type follower struct {
 	done     bool
 
 	// ctx ends with close, from any goroutine: it closes the open
-	// channel and ends a (re)open waiting for the daemon.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// channel and ends a (re)open waiting for the daemon. unwatch drops
+	// that for a channel the follower left (a lost one, or at EOF), which
+	// would otherwise keep it and its connection until close.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	unwatch func() bool
+}
+
+// drop forgets the open channel.
+func (f *follower) drop() {
+	if f.unwatch != nil {
+		f.unwatch()
+		f.unwatch = nil
+	}
+	f.ch = nil
 }
 
 func newFollower(c *Client, id, instance string, follow bool) *follower {
@@ -83,7 +95,7 @@ func (f *follower) open(ctx context.Context) error {
 			}
 			return f.closedOr(err)
 		}
-		context.AfterFunc(f.ctx, func() { _ = ch.Close() }) // close, from any goroutine
+		f.unwatch = context.AfterFunc(f.ctx, func() { _ = ch.Close() }) // close, from any goroutine
 		var m struct {
 			Instance string `json:"instance"`
 		}
@@ -131,10 +143,11 @@ func (f *follower) next(ctx context.Context) (stream byte, data []byte, err erro
 			return s, f.buf[1:n], nil
 		case err != nil && lost(f.conn, err):
 			// Checked before EOF: a dropped socket can surface as io.EOF.
-			f.ch = nil // reopen at the current offsets
+			f.drop() // reopen at the current offsets
 		case errors.Is(err, io.EOF):
 			f.done = true
 			_ = f.ch.Close() // Best effort: done with it.
+			f.drop()
 			return 0, nil, io.EOF
 		case err != nil:
 			return 0, nil, err
@@ -151,7 +164,7 @@ func (f *follower) readFrame(ctx context.Context) (int, json.RawMessage, error) 
 	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
 	n, ctrl, err := ch.ReadFrame(f.buf)
 	if !stop() {
-		f.ch = nil
+		f.drop()
 		return 0, nil, ctx.Err()
 	}
 	return n, ctrl, err

@@ -88,7 +88,9 @@ type AttachOptions struct {
 // before the drop come again.
 //
 // Read is for one goroutine; Write, Resize, Signal, Offset, Exit and Close
-// may be called from others, and answer while Read waits for the daemon.
+// may be called from others. While the daemon is out of reach, Offset,
+// Exit and Close answer at once; Write, Resize and Signal wait for the
+// reconnect (or Close).
 type Terminal struct {
 	c        *Client
 	id       string

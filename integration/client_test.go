@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
 )
 
 // The Go client across dropped sockets and a daemon out of reach: what
@@ -351,4 +352,48 @@ func TestClientExecCancelledAfterADropIsKilled(t *testing.T) {
 	if info, err := p.Wait(wctx); err != nil || info.Status == "exited" {
 		t.Fatalf("after the cancel: %+v %v, want it killed", info, err)
 	}
+}
+
+// TestClientExecWhoseIDARunningProcessHolds: the daemon refuses such an
+// exec (already_exists) when its turn comes; with that answer lost to a
+// dropped socket, Exec must say so, not wait on (or, cancelled, kill) the
+// process that holds the ID.
+func TestClientExecWhoseIDARunningProcessHolds(t *testing.T) {
+	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	holder, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{ID: "step"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.CreateSession(ctx, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = s.Exec(ctx, "sleep 1", client.ExecOptions{}) }()
+	for range 200 {
+		if l, _ := c.ListSessions(ctx); len(l) == 1 && l[0].Busy {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling session.list: no busy event
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, "echo mine", client.ExecOptions{ID: "step"})
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // queued behind the sleep
+	dropSockets(t, d)
+	select {
+	case err := <-done:
+		if !client.IsCode(err, mux.CodeAlreadyExists) {
+			t.Fatalf("Exec: %v, want already_exists", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec waited on the process that holds its ID")
+	}
+	if info, err := holder.Refresh(ctx); err != nil || !info.Running() {
+		t.Fatalf("the holder: %+v %v, want it running", info, err)
+	}
+	_ = holder.Kill(ctx, "KILL", 0)
 }

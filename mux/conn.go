@@ -86,6 +86,7 @@ type Conn struct {
 	used          int64  // budget bytes held by queued output and RPC requests
 	inputGranted  int64  // budget bytes granted as input credit
 	budgetWaiters []*Channel
+	drainWaiters  []chan struct{} // Close waiting for the queue to empty
 	urgent        fifo[*outFrame] // PONG, small RPC, client CTRL, GOAWAY, OPEN_FAIL
 	windowReady   fifo[*Channel]  // channels with credit to return
 	rings         [numClasses]fifo[*sendQueue]
@@ -173,9 +174,35 @@ func (c *Conn) Err() error {
 // may be called from an OnNotify callback; while a callback runs, Close
 // does not wait for it to return (no callback starts after Close).
 func (c *Conn) Close() error {
+	c.drain(c.cfg.CloseTimeout)
 	c.closeWS(StatusNormal, "", c.cfg.CloseTimeout)
 	c.shutdown(ErrConnClosed)
 	return c.wait()
+}
+
+// drain waits, at most limit, until the frames already queued are
+// written: what was written just before Close (a CLI's last keystrokes,
+// an EOF, an rpc.cancel) reaches the peer. A peer that is not reading
+// (a write stalled for stalledWrite) is not waited for.
+func (c *Conn) drain(limit time.Duration) {
+	const stalledWrite = 100 * time.Millisecond
+	c.mu.Lock()
+	started := c.writeStart.Load()
+	if c.closed || c.writeErr != nil || !c.writing && !c.hasWorkLocked() ||
+		started != 0 && time.Since(time.Unix(0, started)) > stalledWrite {
+		c.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	c.drainWaiters = append(c.drainWaiters, done)
+	c.mu.Unlock()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-c.done:
+	case <-t.C:
+	}
 }
 
 // GoAway tells the peer the server is shutting down (GOAWAY), then closes

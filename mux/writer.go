@@ -100,6 +100,12 @@ func (c *Conn) writeOneLocked() {
 		c.writeErr = err
 		c.writerCond.Signal()
 	}
+	if len(c.drainWaiters) > 0 && (err != nil || !c.hasWorkLocked()) {
+		for _, w := range c.drainWaiters {
+			close(w)
+		}
+		c.drainWaiters = nil
+	}
 }
 
 // nextWindowLocked returns a channel with credit to return, if any.

@@ -78,7 +78,14 @@ type terminalHandler struct {
 	// mu guards quick: per id, how many instances in a row exited within
 	// quickExit, as seen when a socket asked for the id again.
 	mu    sync.Mutex
-	quick map[string]int
+	quick map[string]quickExits
+}
+
+// quickExits counts an id's instances that exited at once, each once
+// (several sockets may see the same exited instance).
+type quickExits struct {
+	n    int
+	last string // the instance counted last
 }
 
 // NewTerminalHandler returns the /ws/terminal handler over m. Mount it at
@@ -90,7 +97,7 @@ func NewTerminalHandler(m *pty.Manager, opts TerminalHandlerOptions) http.Handle
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = defaultPing
 	}
-	return &terminalHandler{m: m, opts: opts, log: opts.Logger, quick: map[string]int{}}
+	return &terminalHandler{m: m, opts: opts, log: opts.Logger, quick: map[string]quickExits{}}
 }
 
 // terminalQuery is what the URL asks for.
@@ -287,8 +294,18 @@ func (h *terminalHandler) respawnRefused(id string) error {
 		delete(h.quick, id)
 		return nil
 	}
-	n := h.quick[id]
-	if n >= 1 && time.Since(ended) < quickExitHold {
+	q := h.quick[id]
+	if q.last != t.Instance() {
+		// First seen exited: this instance counts (a failed replacement,
+		// or a second socket asking meanwhile, does not count it again).
+		q.n++
+		q.last = t.Instance()
+		if len(h.quick) >= 4096 {
+			clear(h.quick) // bounded: ids come from clients
+		}
+		h.quick[id] = q
+	}
+	if q.n >= 2 && time.Since(ended) < quickExitHold {
 		st, _ := t.ExitStatus()
 		how := fmt.Sprintf("code %d", st.Code)
 		if st.Signal != "" {
@@ -297,10 +314,6 @@ func (h *terminalHandler) respawnRefused(id string) error {
 		return fmt.Errorf("terminal %q: its shell exited %v after it started (%s), again: %w for %v",
 			id, lived.Round(time.Millisecond), how, errQuickExits, quickExitHold)
 	}
-	if len(h.quick) >= 4096 {
-		clear(h.quick) // bounded: ids come from clients
-	}
-	h.quick[id] = n + 1
 	return nil
 }
 

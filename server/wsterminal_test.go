@@ -28,6 +28,7 @@ const wstLimit = 10 * time.Second
 // the daemon mounts it.
 type wstEnv struct {
 	m      *pty.Manager
+	h      *terminalHandler
 	srv    *httptest.Server
 	exited chan pty.Info // every terminal exit
 }
@@ -50,6 +51,7 @@ func newWSTEnvWith(t *testing.T, opts TerminalHandlerOptions, cfg pty.Config) *w
 		opts.Logger = quiet
 	}
 	h := NewTerminalHandler(e.m, opts)
+	e.h = h.(*terminalHandler)
 	mux := http.NewServeMux()
 	mux.Handle("/ws/terminal", h)
 	mux.Handle("/ws/terminal/{id}", h)
@@ -357,6 +359,15 @@ func TestWSTerminalAcceptsAPasteUpTo1MiB(t *testing.T) {
 func TestWSTerminalShellThatExitsAtOnceIsNotRespawnedForEver(t *testing.T) {
 	e := newWSTEnv(t, TerminalHandlerOptions{})
 	for i := range 2 { // created, then replaced once
+		if i == 1 {
+			// Each exited instance counts once, however many sockets
+			// ask about it (two pages reconnecting together).
+			for range 3 {
+				if err := e.h.respawnRefused("broken"); err != nil {
+					t.Fatalf("the first quick exit, seen again: %v", err)
+				}
+			}
+		}
 		wc := e.dial(t, "/ws/terminal?id=broken&shell=/bin/true", nil)
 		if m := wc.waitText("exit"); m["code"] != 0.0 {
 			t.Fatalf("round %d: exit %v", i, m)

@@ -86,6 +86,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
+	boot := c.Boot()
 	if *session != "" {
 		// A named session is created on first use, as a shell would be.
 		_, err := c.CreateSession(ctx, client.SessionOptions{ID: *session})
@@ -115,19 +116,24 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
+		// A restart first: the exec may fail (not found on the new daemon)
+		// before the reconnect callback has cancelled ctx.
+		if c.Boot() != boot || errors.Is(context.Cause(ctx), errDaemonRestarted) {
+			fmt.Fprintln(stderr, "muxd exec: the daemon restarted while the command ran; its result is lost")
+			return 1
+		}
 		if ctx.Err() == nil {
 			fmt.Fprintf(stderr, "muxd exec: %v\n", err)
 			return 1
 		}
 		cause := context.Cause(ctx)
-		if errors.Is(cause, errDaemonRestarted) {
-			fmt.Fprintln(stderr, "muxd exec: the daemon restarted while the command ran; its result is lost")
-			return 1
-		}
 		killErr := killExec(c, opts.ID, *session != "")
 		switch {
 		case errors.Is(cause, errStdoutClosed):
 			return 128 + int(syscall.SIGPIPE) // quietly, as a shell pipeline's writer
+		case killErr != nil && *session != "":
+			// muxd kill's TERM would end the whole session: Ctrl-C again.
+			fmt.Fprintf(stderr, "muxd exec: interrupted, and interrupting the command failed: %v (muxd kill --signal INT %s)\n", killErr, opts.ID)
 		case killErr != nil:
 			fmt.Fprintf(stderr, "muxd exec: interrupted, and killing the command failed: %v (muxd kill %s)\n", killErr, opts.ID)
 		default:
