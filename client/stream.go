@@ -85,7 +85,7 @@ func (f *follower) open(ctx context.Context) error {
 	for {
 		conn, err := f.c.Conn(ctx)
 		if err != nil {
-			return f.closedOr(err)
+			return closedOr(f.ctx, err)
 		}
 		ch, meta, err := conn.Open(ctx, "process", f.c.opts.StreamWindow, processOpenParams{
 			ID: f.id, Instance: f.instance, Stdout: f.offs[1], Stderr: f.offs[2], Follow: f.follow})
@@ -93,7 +93,7 @@ func (f *follower) open(ctx context.Context) error {
 			if lost(conn, err) && f.ctx.Err() == nil {
 				continue
 			}
-			return f.closedOr(err)
+			return closedOr(f.ctx, err)
 		}
 		f.unwatch = context.AfterFunc(f.ctx, func() { _ = ch.Close() }) // close, from any goroutine
 		var m struct {
@@ -200,9 +200,10 @@ func (f *follower) ctrl(raw json.RawMessage) *GapError {
 // close stops the follower; any goroutine may call it.
 func (f *follower) close() { f.cancel() }
 
-// closedOr is ErrClosed once close was called, else err.
-func (f *follower) closedOr(err error) error {
-	if f.ctx.Err() != nil {
+// closedOr is ErrClosed once closed (the owner's ctx, which its Close
+// cancels, has ended), else err.
+func closedOr(closed context.Context, err error) error {
+	if closed.Err() != nil {
 		return ErrClosed
 	}
 	return err

@@ -154,7 +154,7 @@ func (t *Terminal) channel(ctx context.Context) (*mux.Channel, error) {
 	for {
 		conn, err := t.c.Conn(ctx)
 		if err != nil {
-			return nil, t.closedOr(err)
+			return nil, closedOr(t.ctx, err)
 		}
 		t.mu.Lock()
 		from, instance := t.from, t.instance
@@ -169,7 +169,7 @@ func (t *Terminal) channel(ctx context.Context) (*mux.Channel, error) {
 			if lost(conn, err) && t.ctx.Err() == nil {
 				continue
 			}
-			return nil, t.closedOr(err)
+			return nil, closedOr(t.ctx, err)
 		}
 		var m struct {
 			Cols, Rows int
@@ -205,14 +205,6 @@ func (t *Terminal) current() (*mux.Channel, error) {
 		return nil, ErrClosed
 	}
 	return t.ch, nil
-}
-
-// closedOr is ErrClosed once Close was called, else err.
-func (t *Terminal) closedOr(err error) error {
-	if t.ctx.Err() != nil {
-		return ErrClosed
-	}
-	return err
 }
 
 // dropChannel forgets ch after its connection was lost.

@@ -93,6 +93,17 @@ func within(t *testing.T, what string, d time.Duration, f func()) {
 	}
 }
 
+// awaitBusy waits, up to a second, until the client's one session runs
+// a command.
+func awaitBusy(ctx context.Context, c *client.Client) {
+	for range 200 {
+		if l, _ := c.ListSessions(ctx); len(l) == 1 && l[0].Busy {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // polling session.list: no busy event
+	}
+}
+
 // wantClosed waits for a Read's result after Close: ErrClosed, soon.
 func wantClosed(t *testing.T, readErr <-chan error) {
 	t.Helper()
@@ -241,12 +252,7 @@ func TestClientExecWithAReusedID(t *testing.T) {
 	// Queued behind a busy session, the new exec is not registered yet
 	// while the old one still holds the id.
 	go func() { _, _ = s.Exec(ctx, "sleep 0.5", client.ExecOptions{}) }()
-	for range 200 {
-		if l, _ := c.ListSessions(ctx); len(l) == 1 && l[0].Busy {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling session.list: no busy event
-	}
+	awaitBusy(ctx, c)
 	var mu sync.Mutex
 	var live strings.Builder
 	r, err := s.Exec(ctx, "echo NEW", client.ExecOptions{ID: "step", OnOutput: func(_ string, b []byte) {
@@ -277,12 +283,7 @@ func TestClientQueuedSessionExecSurvivesADroppedSocket(t *testing.T) {
 		_, err := s.Exec(ctx, "sleep 1", client.ExecOptions{})
 		first <- err
 	}()
-	for range 200 { // until the session runs the sleep
-		if l, _ := c.ListSessions(ctx); len(l) == 1 && l[0].Busy {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling session.list: no busy event
-	}
+	awaitBusy(ctx, c)
 	queued := make(chan error, 1)
 	var res *client.ExecResult
 	go func() {
@@ -371,12 +372,7 @@ func TestClientExecWhoseIDARunningProcessHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _, _ = s.Exec(ctx, "sleep 1", client.ExecOptions{}) }()
-	for range 200 {
-		if l, _ := c.ListSessions(ctx); len(l) == 1 && l[0].Busy {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling session.list: no busy event
-	}
+	awaitBusy(ctx, c)
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Exec(ctx, "echo mine", client.ExecOptions{ID: "step"})

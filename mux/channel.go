@@ -328,27 +328,10 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 	total := 0
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ctx != nil && ctx.Done() != nil && ctx != ch.wctx {
-		ch.watchLocked(ctx)
-	}
 	for len(p) > 0 {
-		if err := ch.writeErrLocked(ctx); err != nil {
+		n, size, err := ch.awaitRoomLocked(ctx, len(p), extra)
+		if err != nil {
 			return total, err
-		}
-		if ch.noInput {
-			// Credit only returns what was used: waiting would be forever.
-			return total, NewError(CodeNotWritable, "the server granted this channel no credit: it takes no input")
-		}
-		if !ch.opened || ch.dataQueued || ch.filling || ch.sendCredit <= int64(extra) {
-			ch.cond.Wait()
-			continue
-		}
-		n := min(len(p), int(ch.sendCredit)-extra, c.sendMaxFrame-extra)
-		size := int64(headerLen + extra + n)
-		if c.used+size > c.outputCapLocked() && c.used > 0 {
-			c.budgetWaiters = append(c.budgetWaiters, ch)
-			ch.cond.Wait()
-			continue
 		}
 		f := getFrame(int(size))
 		f.b = appendFrame(f.b, typeData, ch.id, nil)
@@ -367,6 +350,38 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 	return total, nil
 }
 
+// awaitRoomLocked waits until ch may queue a DATA frame of up to want
+// bytes (plus extra, the stream byte): it is open, has credit, has no
+// frame of its own waiting or being filled, and the connection's budget
+// has room. It returns the payload bytes allowed and the frame's size.
+func (ch *Channel) awaitRoomLocked(ctx context.Context, want, extra int) (n int, size int64, err error) {
+	c := ch.c
+	if ctx != nil && ctx.Done() != nil && ctx != ch.wctx {
+		ch.watchLocked(ctx)
+	}
+	for {
+		if err := ch.writeErrLocked(ctx); err != nil {
+			return 0, 0, err
+		}
+		if ch.noInput {
+			// Credit only returns what was used: waiting would be forever.
+			return 0, 0, NewError(CodeNotWritable, "the server granted this channel no credit: it takes no input")
+		}
+		if !ch.opened || ch.dataQueued || ch.filling || ch.sendCredit <= int64(extra) {
+			ch.cond.Wait()
+			continue
+		}
+		n = min(want, int(ch.sendCredit)-extra, c.sendMaxFrame-extra)
+		size = int64(headerLen + extra + n)
+		if c.used+size > c.outputCapLocked() && c.used > 0 {
+			c.budgetWaiters = append(c.budgetWaiters, ch)
+			ch.cond.Wait()
+			continue
+		}
+		return n, size, nil
+	}
+}
+
 // FillStream sends one DATA frame of stream whose bytes fill writes: once
 // the channel has credit, no frame of its own waiting and room in the
 // connection's budget, it reserves a frame of up to limit bytes (never more
@@ -382,32 +397,10 @@ func (ch *Channel) write(ctx context.Context, prefix int, p []byte) (int, error)
 func (ch *Channel) FillStream(ctx context.Context, stream byte, limit int, fill func(p []byte) (int, error)) (int, error) {
 	c := ch.c
 	c.mu.Lock()
-	if ctx != nil && ctx.Done() != nil && ctx != ch.wctx {
-		ch.watchLocked(ctx)
-	}
-	var n int
-	var size int64
-	for {
-		if err := ch.writeErrLocked(ctx); err != nil {
-			c.mu.Unlock()
-			return 0, err
-		}
-		if ch.noInput {
-			c.mu.Unlock()
-			return 0, NewError(CodeNotWritable, "the server granted this channel no credit: it takes no input")
-		}
-		if !ch.opened || ch.dataQueued || ch.filling || ch.sendCredit <= 1 {
-			ch.cond.Wait()
-			continue
-		}
-		n = min(limit, int(ch.sendCredit)-1, c.sendMaxFrame-1)
-		size = int64(headerLen + 1 + n)
-		if c.used+size > c.outputCapLocked() && c.used > 0 {
-			c.budgetWaiters = append(c.budgetWaiters, ch)
-			ch.cond.Wait()
-			continue
-		}
-		break
+	n, size, err := ch.awaitRoomLocked(ctx, limit, 1)
+	if err != nil {
+		c.mu.Unlock()
+		return 0, err
 	}
 	// Reserved while fill runs: the budget for others, the channel's
 	// turn for its other writers.
