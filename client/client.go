@@ -363,20 +363,40 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 // callIdempotent is Call that also resends the request after a
 // reconnect: for requests that may safely run twice (reads, waits, kills).
 func (c *Client) callIdempotent(ctx context.Context, method string, params, result any) error {
+	_, err := c.callRetrying(ctx, method, params, result)
+	return err
+}
+
+// callRemove is callIdempotent for a call that removes what it names: a
+// not_found answer to a call sent again after a drop means the first one
+// did it, and is success.
+func (c *Client) callRemove(ctx context.Context, method string, params any) error {
+	resent, err := c.callRetrying(ctx, method, params, nil)
+	if resent && IsCode(err, mux.CodeNotFound) {
+		return nil
+	}
+	return err
+}
+
+// callRetrying sends the call until a socket answers it (see
+// callIdempotent); resent reports whether a socket that took it dropped
+// first (so it may have run).
+func (c *Client) callRetrying(ctx context.Context, method string, params, result any) (resent bool, err error) {
 	for backoff := time.Millisecond; ; {
 		conn, err := c.Conn(ctx)
 		if err != nil {
-			return err
+			return resent, err
 		}
 		err = conn.Call(ctx, method, params, result)
 		switch {
 		case err != nil && lost(conn, err):
+			resent = true
 			continue
 		case IsCode(err, mux.CodeBusy) && sleepCtx(ctx, backoff):
 			backoff = min(backoff*2, 100*time.Millisecond)
 			continue
 		}
-		return err
+		return resent, err
 	}
 }
 

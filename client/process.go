@@ -240,7 +240,7 @@ func (p *Process) Kill(ctx context.Context, signal string, grace time.Duration) 
 
 // Remove forgets an ended process and its output.
 func (p *Process) Remove(ctx context.Context) error {
-	return p.c.callIdempotent(ctx, "process.remove", map[string]string{"id": p.id}, nil)
+	return p.c.callRemove(ctx, "process.remove", map[string]string{"id": p.id})
 }
 
 // LogMatch is the result of WaitForLog.

@@ -90,5 +90,5 @@ func (s *Session) Interrupt(ctx context.Context) error {
 
 // Delete kills the shell and what its commands started.
 func (s *Session) Delete(ctx context.Context) error {
-	return s.c.callIdempotent(ctx, "session.delete", map[string]string{"id": s.id}, nil)
+	return s.c.callRemove(ctx, "session.delete", map[string]string{"id": s.id})
 }

@@ -68,7 +68,7 @@ func (c *Client) CreateTerminal(ctx context.Context, opts TerminalOptions) (*Ter
 
 // DestroyTerminal kills a terminal by id.
 func (c *Client) DestroyTerminal(ctx context.Context, id string) error {
-	return c.callIdempotent(ctx, "terminal.destroy", map[string]string{"id": id}, nil)
+	return c.callRemove(ctx, "terminal.destroy", map[string]string{"id": id})
 }
 
 // AttachOptions choose where an attachment starts.

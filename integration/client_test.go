@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ type cutProxy struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	wg    sync.WaitGroup
+	muted atomic.Bool // the daemon's bytes are dropped, not forwarded
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -62,7 +64,22 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			p.mu.Unlock()
 			p.wg.Add(2)
 			go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); _ = c.Close() }()
+			go func() {
+				defer p.wg.Done()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 && !p.muted.Load() {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				_ = c.Close()
+			}()
 		}
 	}()
 	t.Cleanup(p.cut)
@@ -70,6 +87,16 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 }
 
 func (p *cutProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// drop closes every connection but keeps listening: clients reconnect.
+func (p *cutProxy) drop() {
+	p.mu.Lock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+}
 
 func (p *cutProxy) cut() {
 	_ = p.ln.Close()
@@ -392,4 +419,37 @@ func TestClientExecWhoseIDARunningProcessHolds(t *testing.T) {
 		t.Fatalf("the holder: %+v %v, want it running", info, err)
 	}
 	_ = holder.Kill(ctx, "KILL", 0)
+}
+
+// TestClientRemoveThatRanBeforeADropSucceeds: a delete the daemon did,
+// whose answer was lost with the socket, is sent again and finds nothing:
+// that is success, not not_found.
+func TestClientRemoveThatRanBeforeADropSucceeds(t *testing.T) {
+	d := startDaemon(t, nil)
+	proxy := newCutProxy(t, d.Addr)
+	ctx := ctxT(t, 30*time.Second)
+	c, err := client.Dial(ctx, proxy.URL(), client.Options{MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	direct := d.dial(t, client.Options{})
+	s, err := c.CreateSession(ctx, client.SessionOptions{ID: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.muted.Store(true) // the answer to the delete never arrives
+	done := make(chan error, 1)
+	go func() { done <- s.Delete(ctx) }()
+	for range 500 { // until the daemon did it
+		if l, _ := direct.ListSessions(ctx); len(l) == 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling session.list: no event for a delete
+	}
+	proxy.muted.Store(false)
+	proxy.drop()
+	if err := <-done; err != nil {
+		t.Fatalf("Delete whose answer was lost: %v, want nil", err)
+	}
 }
