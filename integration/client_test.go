@@ -108,6 +108,19 @@ func (p *cutProxy) cut() {
 	p.wg.Wait()
 }
 
+// behindProxy starts a daemon and a client that reaches it through a
+// cutProxy (reconnecting every 50 ms at most while it is cut).
+func behindProxy(t *testing.T) (*daemon, *cutProxy, *client.Client) {
+	d := startDaemon(t, nil)
+	proxy := newCutProxy(t, d.Addr)
+	c, err := client.Dial(ctxT(t, 10*time.Second), proxy.URL(), client.Options{MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return d, proxy, c
+}
+
 // within runs f and fails the test if it has not returned after d.
 func within(t *testing.T, what string, d time.Duration, f func()) {
 	t.Helper()
@@ -192,14 +205,8 @@ func TestClientStdinAcrossADroppedSocket(t *testing.T) {
 }
 
 func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
-	d := startDaemon(t, nil)
-	proxy := newCutProxy(t, d.Addr)
+	d, proxy, c := behindProxy(t)
 	ctx := ctxT(t, 30*time.Second)
-	c, err := client.Dial(ctx, proxy.URL(), client.Options{MaxBackoff: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
 	if err != nil {
 		t.Fatal(err)
@@ -425,14 +432,8 @@ func TestClientExecWhoseIDARunningProcessHolds(t *testing.T) {
 // whose answer was lost with the socket, is sent again and finds nothing:
 // that is success, not not_found.
 func TestClientRemoveThatRanBeforeADropSucceeds(t *testing.T) {
-	d := startDaemon(t, nil)
-	proxy := newCutProxy(t, d.Addr)
+	d, proxy, c := behindProxy(t)
 	ctx := ctxT(t, 30*time.Second)
-	c, err := client.Dial(ctx, proxy.URL(), client.Options{MaxBackoff: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	direct := d.dial(t, client.Options{})
 	s, err := c.CreateSession(ctx, client.SessionOptions{ID: "gone"})
 	if err != nil {
