@@ -108,6 +108,13 @@ func (p *cutProxy) cut() {
 	p.wg.Wait()
 }
 
+// droppable starts a daemon whose sockets the test can drop
+// (dropSockets), and a client of it, with a 30 s context.
+func droppable(t *testing.T) (*daemon, *client.Client, context.Context) {
+	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
+	return d, d.dial(t, client.Options{}), ctxT(t, 30*time.Second)
+}
+
 // behindProxy starts a daemon and a client that reaches it through a
 // cutProxy (reconnecting every 50 ms at most while it is cut).
 func behindProxy(t *testing.T) (*daemon, *cutProxy, *client.Client) {
@@ -158,9 +165,7 @@ func wantClosed(t *testing.T, readErr <-chan error) {
 }
 
 func TestClientStdinAcrossADroppedSocket(t *testing.T) {
-	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 30*time.Second)
+	d, c, ctx := droppable(t)
 
 	t.Run("Close after a reconnect sends EOF", func(t *testing.T) {
 		p, err := c.StartProcess(ctx, "cat; echo eof", client.ProcessOptions{Stdin: true})
@@ -273,9 +278,7 @@ func TestClientStreamReaderClosedFromAnotherGoroutine(t *testing.T) {
 }
 
 func TestClientExecWithAReusedID(t *testing.T) {
-	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 30*time.Second)
+	_, c, ctx := droppable(t)
 	s, err := c.CreateSession(ctx, client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -305,9 +308,7 @@ func TestClientExecWithAReusedID(t *testing.T) {
 }
 
 func TestClientQueuedSessionExecSurvivesADroppedSocket(t *testing.T) {
-	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 30*time.Second)
+	d, c, ctx := droppable(t)
 	s, err := c.CreateSession(ctx, client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -357,9 +358,7 @@ func TestClientCloseFromOnReconnect(t *testing.T) {
 }
 
 func TestClientExecCancelledAfterADropIsKilled(t *testing.T) {
-	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 30*time.Second)
+	d, c, ctx := droppable(t)
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -394,9 +393,7 @@ func TestClientExecCancelledAfterADropIsKilled(t *testing.T) {
 // dropped socket, Exec must say so, not wait on (or, cancelled, kill) the
 // process that holds the ID.
 func TestClientExecWhoseIDARunningProcessHolds(t *testing.T) {
-	d := startDaemon(t, []string{"MUXD_TEST_HOOKS=1"})
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 30*time.Second)
+	d, c, ctx := droppable(t)
 	holder, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{ID: "step"})
 	if err != nil {
 		t.Fatal(err)
