@@ -1,6 +1,7 @@
 # muxd runtime image.
 #   docker build -t muxd .
-#   docker run -p 3000:3000 -v /path/to/token:/run/secrets/muxd_token:ro muxd
+#   head -c 32 /dev/urandom | base64 > token && chmod 644 token
+#   docker run -p 3000:3000 -v "$PWD/token:/run/secrets/muxd_token:ro" muxd
 # The token comes from a mounted secret file, never an environment variable:
 # tini (PID 1) keeps its environment readable in /proc/1/environ.
 
@@ -19,16 +20,15 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 COPY --from=web /src/web/dist ./web/dist
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/muxd ./cmd/muxd
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/muxd ./cmd/muxd
 
 # --- runtime: slim Debian with the tools users expect -------------------------
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bash procps coreutils tini ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --create-home --uid 1000 --shell /bin/bash user \
- && mkdir -p /workspace \
- && chown user:user /workspace
+ && useradd --create-home --home-dir /workspace --uid 1000 --shell /bin/bash user
 COPY --from=build /out/muxd /usr/local/bin/muxd
 USER user
 WORKDIR /workspace

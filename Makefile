@@ -2,6 +2,8 @@
 GO      ?= go
 BIN     := bin/muxd
 LISTEN  ?= 127.0.0.1:3000
+# VERSION is what muxd version, server.info and HELLO report.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOTEST  := $(GO) test -race -count=1
 
 .PHONY: all build web run test test-go test-web test-long bench lint fuzz clean
@@ -17,7 +19,7 @@ web: node_modules/.installed
 	node web/build.mjs
 
 build: web
-	$(GO) build -o $(BIN) ./cmd/muxd
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/muxd
 
 run: build
 	$(BIN) serve --listen $(LISTEN)

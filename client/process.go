@@ -12,7 +12,7 @@ import (
 	"github.com/muxd/muxd/mux"
 )
 
-// ProcessInfo is PROTOCOL.md's Process.
+// ProcessInfo is docs/protocol.md's Process.
 type ProcessInfo struct {
 	ID          string  `json:"id"`
 	Instance    string  `json:"instance"`
@@ -226,14 +226,18 @@ func (p *Process) Wait(ctx context.Context) (ProcessInfo, error) {
 }
 
 // Kill signals the whole tree (default TERM), then KILL after grace
-// (0 = the daemon's default, 2 s).
+// (0 = the daemon's default, 2 s; negative = KILL as soon as the signal
+// is sent).
 func (p *Process) Kill(ctx context.Context, signal string, grace time.Duration) error {
 	params := map[string]any{"id": p.id}
 	if signal != "" {
 		params["signal"] = signal
 	}
-	if grace > 0 {
+	switch {
+	case grace > 0:
 		params["graceMs"] = ceilMs(grace)
+	case grace < 0:
+		params["graceMs"] = 0
 	}
 	return p.c.callIdempotent(ctx, "process.kill", params, nil)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/muxd/muxd/mux"
 )
 
-// TerminalInfo is PROTOCOL.md's Terminal.
+// TerminalInfo is docs/protocol.md's Terminal.
 type TerminalInfo struct {
 	ID          string `json:"id"`
 	Instance    string `json:"instance"`

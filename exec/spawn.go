@@ -210,7 +210,7 @@ func (e *Engine) result(p *process, maxOut int, d time.Duration) ExecResult {
 }
 
 // defaultMaxOutput is the per-stream result size of Exec when the request
-// does not say (PROTOCOL.md: 256 KiB).
+// does not say (docs/protocol.md: 256 KiB).
 const defaultMaxOutput = 256 << 10
 
 var _ = syscall.SIGKILL

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -111,6 +112,30 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	}
 	if _, errOut, code := muxdCmd(t, d, "", "kill", "nope"); code == 0 || !strings.Contains(errOut, `no process or terminal has the ID "nope"`) {
 		t.Fatalf("muxd kill of an unknown id: %d %q", code, errOut)
+	}
+	// --grace 0 is KILL right after the TERM, not the daemon's 2 s default.
+	stubborn, err := c.StartProcess(ctx, `trap "" TERM; echo ready; sleep 60`, client.ProcessOptions{ID: "stubborn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stubborn.WaitForLog(ctx, "^ready$"); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "--grace", "0", "stubborn"); code != 0 {
+		t.Fatalf("muxd kill --grace 0: %d %q", code, errOut)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, time.Second)
+	info, err := stubborn.Wait(wctx)
+	wcancel()
+	if err != nil || info.Signal != "KILL" {
+		t.Fatalf("after muxd kill --grace 0 of a tree that ignores TERM: %+v, %v; want ended by KILL at once", info, err)
+	}
+	// --id names the command, for muxd kill or logs while it runs.
+	if out, errOut, code := muxdCmd(t, d, "", "exec", "--id", "named-exec", "--", "echo hi"); code != 0 || out != "hi\n" {
+		t.Fatalf("muxd exec --id: %d %q %q", code, out, errOut)
+	}
+	if named, err := c.Process(ctx, "named-exec"); err != nil || named.Info().ExitCode == nil || *named.Info().ExitCode != 0 {
+		t.Fatalf("the exec's record under its --id: %v", err)
 	}
 	if _, errOut, code := muxdCmd(t, d, "", "logs", "svc", "-f"); code != 2 || !strings.Contains(errOut, "flags go before the ID: muxd logs -f svc") {
 		t.Fatalf("muxd logs ID -f: %d %q", code, errOut)

@@ -123,7 +123,7 @@ func (c *Conn) deliverResponse(m rpcMsg) {
 
 // OnNotify sets the function that receives notifications. It runs on a
 // goroutine of its own, in order; notifications that arrive while it is
-// behind by notifyQueueLength are dropped (they are best effort). fn may
+// behind by 64 are dropped (they are best effort). fn may
 // call any Conn method, Call and Close included (a Call from fn waits
 // for its response, during which later notifications queue or drop);
 // none is delivered once the connection has ended.

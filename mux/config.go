@@ -26,12 +26,14 @@ type Config struct {
 	// list (default 256).
 	MaxLongInflight int
 	// InputWindow is the DATA credit in bytes granted to the peer per
-	// channel (default 64 KiB): enough for a paste, small enough that
-	// 1024 channels stay within ConnBudget.
+	// writable channel (default 64 KiB): enough for a paste. Channels
+	// opened once grants fill half of ConnBudget get 4 KiB, and none once
+	// they would reach three quarters, so many channels stay within it.
 	InputWindow int
 	// ConnBudget bounds the bytes one connection may hold in memory:
 	// queued output frames, RPC bodies in flight and the input credit
-	// granted to the peer (default 16 MiB). Input grants use at most half.
+	// granted to the peer (default 16 MiB). Input grants use at most
+	// three quarters; queued output keeps at least a quarter.
 	ConnBudget int64
 	// PingInterval is the period of WebSocket pings (default 15 s); a
 	// peer that answers none within two intervals is dropped, so a
@@ -48,7 +50,7 @@ type Config struct {
 	CloseTimeout time.Duration
 }
 
-// DefaultConfig returns the defaults of PROTOCOL.md.
+// DefaultConfig returns the defaults of the protocol (docs/protocol.md).
 func DefaultConfig() Config {
 	return Config{
 		MaxFrame:          32 << 10, // 32 KiB
@@ -132,7 +134,7 @@ func (c Config) Limits() Limits {
 	}
 }
 
-// readLimit is the server's WebSocket read limit of PROTOCOL.md.
+// readLimit is the server's WebSocket read limit of docs/protocol.md.
 func (c Config) serverReadLimit() int64 {
 	return int64(max(c.MaxRPCRequest, c.MaxFrame)) + headerLen
 }

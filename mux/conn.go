@@ -25,11 +25,11 @@ const (
 	numClasses
 )
 
-// WebSocket close statuses of PROTOCOL.md.
+// WebSocket close statuses of docs/protocol.md.
 const (
 	StatusProtocol  = 4000 // malformed frame, bad id, first frame not HELLO
 	StatusVersion   = 4001 // unsupported HELLO version
-	StatusStalled   = 4002 // server: the peer stopped reading (see watchdog)
+	StatusStalled   = 4002 // server: the peer stopped reading (Config.WriteStallTimeout)
 	StatusTooBig    = 1009 // message over the read limit
 	StatusGoingAway = 1001 // shutdown, after GOAWAY
 	StatusNormal    = 1000

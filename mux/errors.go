@@ -11,7 +11,7 @@ import (
 // (-32700..-32602) are Codes too, used only in RPC errors.
 type Code int
 
-// The codes of PROTOCOL.md.
+// The codes of docs/protocol.md.
 const (
 	CodeProtocol      Code = 1
 	CodeFlowControl   Code = 2

@@ -9,7 +9,7 @@ import (
 // frameType is the first byte of every wsmux/1 frame.
 type frameType byte
 
-// The frame types of PROTOCOL.md.
+// The frame types of docs/protocol.md.
 const (
 	typeHello    frameType = 0x00
 	typeOpen     frameType = 0x01

@@ -7,7 +7,7 @@ import (
 )
 
 // Ping sends a mux PING and waits for its PONG, returning the round trip
-// (the client's own RTT measurement of PROTOCOL.md).
+// (the client's own RTT measurement of docs/protocol.md).
 func (c *Conn) Ping(ctx context.Context) (time.Duration, error) {
 	c.mu.Lock()
 	if c.closed {

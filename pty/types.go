@@ -24,7 +24,7 @@ type CreateOptions struct {
 	Env map[string]*string
 }
 
-// Info is a snapshot of a terminal, shaped like PROTOCOL.md's Terminal.
+// Info is a snapshot of a terminal, shaped like docs/protocol.md's Terminal.
 type Info struct {
 	ID          string `json:"id"`
 	Instance    string `json:"instance"`

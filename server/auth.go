@@ -90,7 +90,7 @@ func (a *authorizer) checkOrigin(r *http.Request) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("%w: %q", ErrOrigin, origin)
 	}
-	if strings.EqualFold(u.Host, r.Host) {
+	if strings.EqualFold(u.Host, r.Host) && literalHost(u.Hostname()) {
 		return nil // the daemon's own page
 	}
 	lo := strings.ToLower(origin)
@@ -111,6 +111,14 @@ func (a *authorizer) checkOrigin(r *http.Request) error {
 		}
 	}
 	return fmt.Errorf("%w: %q (add it to --allowed-origins, or present the token)", ErrOrigin, origin)
+}
+
+// literalHost reports whether a page's host names this machine or an
+// address outright. The daemon's own page passes the Origin check only
+// there: under a DNS name, a hostile site can rebind its own name to the
+// daemon's address, and its page's Origin then matches Host too.
+func literalHost(h string) bool {
+	return strings.EqualFold(h, "localhost") || net.ParseIP(h) != nil
 }
 
 // isLoopbackRemote reports whether the request came from this machine.

@@ -16,7 +16,15 @@ func TestAuthorizeTokenAndOrigin(t *testing.T) {
 		want    error
 	}{
 		{"no token needed, no origin", "", nil, nil, "", nil},
-		{"no token needed, same origin", "", nil, map[string]string{"Origin": "http://daemon:3000"}, "", nil},
+		{"no token needed, own page on 127.0.0.1", "", nil, map[string]string{"Host": "127.0.0.1:3000", "Origin": "http://127.0.0.1:3000"}, "", nil},
+		{"no token needed, own page on localhost", "", nil, map[string]string{"Host": "localhost:3000", "Origin": "http://localhost:3000"}, "", nil},
+		{"no token needed, own page on [::1]", "", nil, map[string]string{"Host": "[::1]:3000", "Origin": "http://[::1]:3000"}, "", nil},
+		{"no token needed, own page on a LAN address", "", nil, map[string]string{"Host": "10.1.2.3:3000", "Origin": "http://10.1.2.3:3000"}, "", nil},
+		// DNS rebinding: a hostile page whose name now resolves to the
+		// daemon has an Origin that matches the Host it sends.
+		{"no token needed, same origin under a DNS name", "", nil, map[string]string{"Host": "evil.test:3000", "Origin": "http://evil.test:3000"}, "", ErrOrigin},
+		{"no token needed, DNS name allowed", "", []string{"http://box.test:3000"}, map[string]string{"Host": "box.test:3000", "Origin": "http://box.test:3000"}, "", nil},
+		{"no token needed, other port", "", nil, map[string]string{"Host": "127.0.0.1:3000", "Origin": "http://127.0.0.1:8080"}, "", ErrOrigin},
 		{"no token needed, foreign origin", "", nil, map[string]string{"Origin": "http://evil.test"}, "", ErrOrigin},
 		{"no token needed, allowed origin", "", []string{"https://app.test"}, map[string]string{"Origin": "https://app.test"}, "", nil},
 		{"no token needed, allowed pattern", "", []string{"*.app.test"}, map[string]string{"Origin": "https://x.app.test"}, "", nil},
@@ -39,6 +47,10 @@ func TestAuthorizeTokenAndOrigin(t *testing.T) {
 			}
 			r := httptest.NewRequest("GET", target, nil)
 			for k, v := range tt.header {
+				if k == "Host" {
+					r.Host = v
+					continue
+				}
 				r.Header.Set(k, v)
 			}
 			err := a.authorize(r)

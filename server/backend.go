@@ -175,7 +175,7 @@ func (b *backend) terminalHandler() http.Handler {
 	})
 }
 
-// register maps every PROTOCOL.md method and channel kind.
+// register maps every docs/protocol.md method and channel kind.
 func (b *backend) register() {
 	rt := b.router
 	rt.Handle("server.info", b.serverInfo)

@@ -16,7 +16,7 @@ import (
 	"github.com/muxd/muxd/mux"
 )
 
-// Conformance tests: each row checks one line of PROTOCOL.md against the
+// Conformance tests: each row checks one line of docs/protocol.md against the
 // real daemon over a real WebSocket, with the wire's own field names (raw
 // JSON objects, not the Go client's structs).
 

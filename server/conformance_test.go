@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -93,6 +94,32 @@ func TestRPCErrorCodesConform(t *testing.T) {
 			_, err := call(t, conn, tt.method, tt.params)
 			wantErr(t, tt.method, err, tt.code)
 		})
+	}
+}
+
+// Every method takes an object (or nothing) as params, including those
+// that read none of it.
+func TestParamsThatAreNotAnObjectAreRefusedByEveryMethod(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	methods := []string{"server.info", "exec", "session.create", "session.list", "session.interrupt", "session.delete",
+		"process.start", "process.list", "process.get", "process.read", "process.wait", "process.kill",
+		"process.waitForLog", "process.waitForPort", "process.remove",
+		"terminal.create", "terminal.list", "terminal.update", "terminal.destroy", "rpc.cancel"}
+	for _, m := range methods {
+		for _, params := range []any{[]int{}, []string{"id"}} {
+			_, err := call(t, conn, m, params)
+			wantErr(t, fmt.Sprintf("%s with params %v", m, params), err, mux.CodeInvalidParams)
+		}
+	}
+	// (Scalar params are not JSON-RPC: the mux refuses them as
+	// invalid_request before any method sees them.)
+	for _, m := range []string{"server.info", "session.list", "process.list", "terminal.list"} {
+		for _, params := range []any{nil, obj{}, obj{"unknown": 1}} {
+			if _, err := call(t, conn, m, params); err != nil {
+				t.Fatalf("%s with params %v: %v", m, params, err)
+			}
+		}
 	}
 }
 

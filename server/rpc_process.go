@@ -16,7 +16,7 @@ import (
 
 const maxReadLength = 512 << 10 // 512 KiB: process.read answers fit any response limit
 
-// processWire is PROTOCOL.md's Process.
+// processWire is docs/protocol.md's Process.
 type processWire struct {
 	ID          string  `json:"id"`
 	Instance    string  `json:"instance"`

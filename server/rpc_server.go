@@ -13,6 +13,9 @@ import (
 // is fixed for the daemon's life, and encoding the map (sorted keys,
 // reflection over the limits) on each call cost ~7 µs.
 func (b *backend) serverInfo(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
+	if err := noParams(params); err != nil {
+		return nil, err
+	}
 	raw, err := b.info()
 	if err != nil {
 		return nil, err

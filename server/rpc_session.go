@@ -43,6 +43,9 @@ type sessionWire struct {
 }
 
 func (b *backend) sessionList(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
+	if err := noParams(params); err != nil {
+		return nil, err
+	}
 	list := b.engine.e.ListSessions()
 	out := make([]sessionWire, 0, len(list))
 	for _, s := range list {

@@ -9,7 +9,7 @@ import (
 
 // signalParam is a signal as params and CTRL ops give it: a name ("TERM",
 // "SIGTERM") or a number, either as a JSON string ("15") or a JSON number
-// (15). PROTOCOL.md accepts numbers; a client that sends one as a number
+// (15). docs/protocol.md accepts numbers; a client that sends one as a number
 // must not get invalid_params.
 type signalParam string
 

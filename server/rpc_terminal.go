@@ -53,6 +53,9 @@ func (b *backend) terminalCreate(ctx context.Context, c *mux.Conn, params json.R
 }
 
 func (b *backend) terminalList(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
+	if err := noParams(params); err != nil {
+		return nil, err
+	}
 	return map[string]any{"terminals": terminalsToWire(b.terms.List())}, nil
 }
 

@@ -29,6 +29,12 @@ func decodeParams(params json.RawMessage, v any) error {
 	return nil
 }
 
+// noParams checks the params of a method that takes none: absent, null
+// or an object (whose fields are ignored, like unknown fields anywhere).
+func noParams(params json.RawMessage) error {
+	return decodeParams(params, &struct{}{})
+}
+
 // need returns invalid_params when a required string is empty.
 func need(name, v string) error {
 	if v == "" {

@@ -2,7 +2,7 @@ package server
 
 import "github.com/muxd/muxd/pty"
 
-// terminalWire is PROTOCOL.md's Terminal. It differs from pty.Info only
+// terminalWire is docs/protocol.md's Terminal. It differs from pty.Info only
 // in signal: null unless a signal ended the shell, as in Process and in
 // terminal.exited (pty.Info says "").
 type terminalWire struct {

@@ -22,7 +22,7 @@ import (
 // The /ws/terminal compatibility endpoint (aliases /ws/pty and
 // /ws/terminal/{id}) speaks the PTY protocol of @cloudflare/sandbox@0.12.10:
 // its Durable Object proxy and its xterm.js SandboxAddon use muxd
-// unchanged. See PROTOCOL.md, "Compatibility endpoint".
+// unchanged. See docs/protocol.md, "Compatibility endpoint".
 
 // TerminalHandlerOptions configures NewTerminalHandler.
 type TerminalHandlerOptions struct {
@@ -49,7 +49,7 @@ type TerminalHandlerOptions struct {
 const (
 	// maxInputMessage is the largest message accepted from the client.
 	// The addon sends one binary frame per input event, and a paste is
-	// one event: PROTOCOL.md promises 64 KiB, and a larger paste closed
+	// one event: docs/protocol.md promises 64 KiB, and a larger paste closed
 	// the socket (1009) and was lost, so muxd takes up to 1 MiB (about
 	// Cloudflare's own per-message limit), typed in 32 KiB pieces.
 	maxInputMessage = 1 << 20 // 1 MiB

@@ -325,7 +325,7 @@ func TestWSTerminalControlMessages(t *testing.T) {
 }
 
 // TestWSTerminalAcceptsAPasteUpTo1MiB: the addon sends a paste as one
-// frame. PROTOCOL.md promises 64 KiB; a larger paste closed the socket
+// frame. docs/protocol.md promises 64 KiB; a larger paste closed the socket
 // and was lost, so muxd takes up to 1 MiB, typed in pieces.
 func TestWSTerminalAcceptsAPasteUpTo1MiB(t *testing.T) {
 	e := newWSTEnv(t, TerminalHandlerOptions{})

@@ -45,7 +45,8 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("muxd exec", flag.ContinueOnError)
 	addClientFlags(fs, &o)
 	session := fs.String("session", "", "run in this session's shell, created on first use and again if its shell ended (its cwd, exports and functions persist)")
-	cwd := fs.String("cwd", "", "working `dir`")
+	cwd := fs.String("cwd", "", "working `dir` (default: the daemon's cwd, or the session's)")
+	id := fs.String("id", "", "the command's `ID` (default: a new UUID), for muxd kill or muxd logs while it runs")
 	timeout := fs.Duration("timeout", 0, "kill the command after this `duration` (0 = none)")
 	withStdin := fs.Bool("stdin", false, "send this command's stdin to the command (read to EOF first)")
 	env := envList{}
@@ -58,7 +59,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// The id is ours, so an interrupted command can be killed by it.
-	opts := client.ExecOptions{ID: uuid.NewString(), SessionID: *session, Cwd: *cwd, Timeout: *timeout}
+	if *id == "" {
+		*id = uuid.NewString()
+	}
+	opts := client.ExecOptions{ID: *id, SessionID: *session, Cwd: *cwd, Timeout: *timeout}
 	if len(env) > 0 {
 		opts.Env = env
 	}

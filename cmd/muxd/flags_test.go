@@ -91,3 +91,19 @@ func TestShellJoin(t *testing.T) {
 		t.Fatalf("shellJoin: %s", got)
 	}
 }
+
+func TestPsShowsControlCharactersAsText(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"make test", "make test"},
+		{"a\tb", "a b"},
+		{"\x1b]0;owned\a", `\x1b]0;owned\x07`},
+		{"\u009b2J", `\x9b2J`},
+		{"first\nsecond", "first…"},
+		{"naïve ✓", "naïve ✓"},
+	}
+	for _, tt := range tests {
+		if got := oneLine(tt.in); got != tt.want {
+			t.Errorf("oneLine(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

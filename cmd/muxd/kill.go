@@ -25,7 +25,7 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("muxd kill", flag.ContinueOnError)
 	addClientFlags(fs, &o)
 	sig := fs.String("signal", "TERM", "`signal` to send first (TERM, INT, KILL, ...)")
-	grace := fs.Duration("grace", 2*time.Second, "wait this `duration` before KILL")
+	grace := fs.Duration("grace", 2*time.Second, "wait this `duration` for the tree to end before KILL (0: KILL at once)")
 	if ok, code := parseClientFlags(fs, args, killUsage, stderr); !ok {
 		return code
 	}
@@ -47,7 +47,11 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 	id := fs.Arg(0)
 	p, err := c.Process(ctx, id)
 	if err == nil {
-		err = p.Kill(ctx, *sig, *grace)
+		g := *grace
+		if g <= 0 {
+			g = -1 // the client's "no grace"; its 0 is the daemon's default
+		}
+		err = p.Kill(ctx, *sig, g)
 	} else if client.IsCode(err, mux.CodeNotFound) {
 		err = c.DestroyTerminal(ctx, id)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/muxd/muxd/internal/proc"
 )
@@ -16,8 +17,10 @@ import (
 const psUsage = `Usage: muxd ps [flags]
 
 Lists background processes (muxd start, or process.start over the API),
-terminals and sessions. The commands of muxd exec are not listed: they
-end with it.
+terminals and sessions. The commands of muxd exec are not listed: an
+interrupted muxd exec kills its command, but a muxd exec that was itself
+killed (kill -9) leaves it running to its end; muxd kill ID ends it, with
+the ID given to muxd exec --id.
 
 Flags:
 `
@@ -61,14 +64,14 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "KIND\tID\tSTATUS\tPID\tEXIT\tCOMMAND/TITLE")
 	for _, p := range procs {
-		fmt.Fprintf(w, "process\t%s\t%s\t%d\t%s\t%s\n", p.ID, p.Status, p.Pid, exitText(p.ExitCode, p.Signal), oneLine(p.Command))
+		fmt.Fprintf(w, "process\t%s\t%s\t%d\t%s\t%s\n", printable(p.ID), p.Status, p.Pid, exitText(p.ExitCode, p.Signal), oneLine(p.Command))
 	}
 	for _, t := range terms {
 		status := "running"
 		if t.Exited {
 			status = "exited"
 		}
-		fmt.Fprintf(w, "terminal\t%s\t%s\t%d\t%s\t%s\n", t.ID, status, t.Pid, exitText(t.ExitCode, t.Signal), t.Title)
+		fmt.Fprintf(w, "terminal\t%s\t%s\t%d\t%s\t%s\n", printable(t.ID), status, t.Pid, exitText(t.ExitCode, t.Signal), oneLine(t.Title))
 	}
 	for _, s := range sessions {
 		status := "idle"
@@ -78,7 +81,7 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 		case s.Busy:
 			status = "busy"
 		}
-		fmt.Fprintf(w, "session\t%s\t%s\t-\t-\t%s\n", s.ID, status, s.Cwd)
+		fmt.Fprintf(w, "session\t%s\t%s\t-\t-\t%s\n", printable(s.ID), status, printable(s.Cwd))
 	}
 	_ = w.Flush() // Best effort.
 	return 0
@@ -94,8 +97,8 @@ func exitText(code *int, sig string) string {
 	return "-"
 }
 
-// oneLine cuts a command to its first line and 60 characters (never
-// inside one), with tabs as spaces so the columns hold.
+// oneLine cuts a command or title to its first line and 60 characters
+// (never inside one), printable (see printable).
 func oneLine(s string) string {
 	const max = 60
 	cut := false
@@ -105,11 +108,32 @@ func oneLine(s string) string {
 	if r := []rune(s); len(r) > max {
 		s, cut = string(r[:max]), true
 	}
-	s = strings.ReplaceAll(s, "\t", " ")
+	s = printable(s)
 	if cut {
 		s += "…"
 	}
 	return s
+}
+
+// printable shows control characters as \xNN (a tab as a space, so the
+// columns hold): what a client named or titled must not drive the
+// terminal of whoever runs muxd ps (an OSC title set by a program, say).
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\t':
+			b.WriteByte(' ')
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func parseSignalNumber(name string) (int, error) {

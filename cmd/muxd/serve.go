@@ -26,8 +26,11 @@ the page at /, wsmux/1 at /ws, the Cloudflare sandbox PTY protocol at
 /ws/terminal, /healthz and /auth.
 
 Binding anything but a loopback address needs a token (MUXD_TOKEN or
---token-file FILE) unless --insecure-no-auth is given. Each flag has a
-MUXD_* environment twin; a flag on the command line wins.
+--token-file FILE) unless --insecure-no-auth is given. With a token, every
+request but the page's must present it; without one, browsers may connect
+only from the daemon's own page (served under localhost or an IP address)
+or from --allowed-origins. Each flag has a MUXD_* environment twin; a flag
+on the command line wins over its twin. The token is given one way only.
 
 Flags:
 `
@@ -49,9 +52,9 @@ func newServeFlags(o *serveOpts, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`host:port` to listen on (port 0 picks a free one; the log says which)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the access token from `file` (e.g. a mounted secret)")
 	fs.StringVar(&o.token, "token", "", "access `token` (prefer MUXD_TOKEN or --token-file: argv is visible in ps)")
-	fs.Var(listFlag{&c.AllowedOrigins}, "allowed-origins", "comma-separated browser `origins` accepted without a token (https://app.example.com, *.example.com)")
+	fs.Var(listFlag{&c.AllowedOrigins}, "allowed-origins", "with no token: comma-separated browser `origins` allowed besides the daemon's own page (https://app.example.com, *.example.com)")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen without a token (only behind a trusted proxy)")
-	fs.StringVar(&c.DataDir, "data-dir", server.DefaultDataDir(), "`dir` for temporary files (created 0700; this run's files are removed on exit)")
+	fs.StringVar(&c.DataDir, "data-dir", server.DefaultDataDir(), "`dir` for process output and other files of this run (created 0700; removed on exit): on a tmpfs, retained output takes RAM")
 	fs.StringVar(&c.Shell, "shell", "", "`shell` for terminals (default: the user's login shell, else bash)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: `text` or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
