@@ -70,6 +70,12 @@ func TestStatelessExecEnvCwdAndSignal(t *testing.T) {
 	if got, want := string(r.Stdout), dir+"|none|bar|1|unset|C.UTF-8\n"; got != want {
 		t.Errorf("stdout = %q, want %q", got, want)
 	}
+	// A PATH without bash in it is the command's: the shell is still found.
+	r = mustExec(t, e, ExecRequest{Command: `echo "$PATH|${LANG-unset}|${LC_ALL-unset}"`,
+		Env: map[string]*string{"PATH": strp("/opt/tools/bin:rel"), "LANG": nil, "LC_ALL": nil}})
+	if got, want := string(r.Stdout), "/opt/tools/bin:rel|unset|unset\n"; got != want {
+		t.Errorf("with PATH=/opt/tools/bin and the locale unset: stdout = %q, want %q", got, want)
+	}
 	r = mustExec(t, e, ExecRequest{Command: "kill -KILL $$"})
 	if r.ExitCode != nil || r.Signal != "KILL" {
 		t.Errorf("killed by signal: exitCode=%v signal=%q, want nil, KILL", r.ExitCode, r.Signal)

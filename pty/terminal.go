@@ -197,13 +197,14 @@ func (t *Terminal) destroy() {
 		return
 	}
 	t.destroyed = true
-	exited := t.exited
 	t.progressLocked()
 	t.mu.Unlock()
-	if !exited {
-		if err := t.proc.KillTree(syscall.SIGHUP, t.cfg.KillGrace); err != nil {
-			t.cfg.Logger.Warn("terminal kill", "id", t.id, "pid", t.proc.Pid, "err", err)
-		}
+	// An exited shell's tree too: what it left running (`server & exit`)
+	// can be reached through nothing else once the terminal is gone. A
+	// reaped root is killed by its group, session and mark, never by its
+	// pid, which another process may hold by now.
+	if err := t.proc.KillTree(syscall.SIGHUP, t.cfg.KillGrace); err != nil {
+		t.cfg.Logger.Warn("terminal kill", "id", t.id, "pid", t.proc.Pid, "err", err)
 	}
 	t.closeMaster()
 	<-t.done

@@ -240,6 +240,41 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
+// What an exited shell left running (`server & exit`, nohup'd or not)
+// goes with the terminal: nothing else can reach it.
+func TestDestroyAfterExitKillsWhatTheShellLeft(t *testing.T) {
+	for _, job := range []string{"sleep 1000 &", "nohup sleep 1001 >/dev/null 2>&1 &"} {
+		t.Run(job, func(t *testing.T) {
+			m := newTestManager(t, Config{KillGrace: 300 * time.Millisecond})
+			term := startBash(t, m, "left")
+			c := attach(t, term, AttachOptions{From: -1})
+			typeLine(t, term, job+` echo "pid:$!:x$((1+1))"; exit 0`)
+			c.waitFor(t, ":x2")
+			c.waitExit(t)
+			out := c.liveString()
+			out = out[:strings.LastIndex(out, ":x2")]
+			pid, err := strconv.Atoi(out[strings.LastIndex(out, "pid:")+len("pid:"):])
+			if err != nil {
+				t.Fatalf("parse the job's pid in %q", out)
+			}
+			if !alive(pid) {
+				t.Fatalf("the job %d ended with the shell; the test proves nothing", pid)
+			}
+			if err := m.Destroy("left"); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(waitLimit)
+			for alive(pid) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond) // no event to wait on for a foreign pid
+			}
+			if alive(pid) {
+				t.Errorf("pid %d survived the destroy of its exited terminal", pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL) // ours: do not leave it running
+			}
+		})
+	}
+}
+
 func TestDestroyKillsChildren(t *testing.T) {
 	m := newTestManager(t, Config{KillGrace: 500 * time.Millisecond})
 	term := startBash(t, m, "tree")

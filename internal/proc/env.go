@@ -24,7 +24,8 @@ func hidden(name string) bool {
 // value unsets; hidden names are allowed when given here explicitly,
 // except MarkVar, which [Start] always sets). LANG
 // defaults to C.UTF-8, and so does LC_ALL when LANG was not chosen either,
-// so tools never fall back to ASCII.
+// so tools never fall back to ASCII; a nil in set for either name keeps
+// it unset.
 func Env(base []string, set map[string]*string) ([]string, error) {
 	vars := make(map[string]string, len(base)+len(set))
 	order := make([]string, 0, len(base)+len(set))
@@ -60,11 +61,14 @@ func Env(base []string, set map[string]*string) ([]string, error) {
 		}
 		put(k, *v)
 	}
+	// A name set explicitly, to a value or to nil, is the caller's choice.
 	_, hasLang := vars["LANG"]
 	_, hasAll := vars["LC_ALL"]
-	if !hasLang {
+	_, setLang := set["LANG"]
+	_, setAll := set["LC_ALL"]
+	if !hasLang && !setLang {
 		put("LANG", "C.UTF-8")
-		if !hasAll {
+		if !hasAll && !setAll {
 			put("LC_ALL", "C.UTF-8")
 		}
 	}

@@ -132,6 +132,8 @@ func TestEnv(t *testing.T) {
 		{"explicit hidden allowed", base, map[string]*string{"BASH_ENV": s("/z")}, []string{"PATH=/bin", "HOME=/root", "LANG=en_US.UTF-8", "BASH_ENV=/z"}, false},
 		{"locale defaults", []string{"PATH=/bin"}, nil, []string{"PATH=/bin", "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}, false},
 		{"LC_ALL kept", []string{"LC_ALL=POSIX"}, nil, []string{"LC_ALL=POSIX", "LANG=C.UTF-8"}, false},
+		{"locale unset on purpose", []string{"LANG=C", "LC_ALL=C"}, map[string]*string{"LANG": nil, "LC_ALL": nil}, []string{}, false},
+		{"LC_ALL unset on purpose", nil, map[string]*string{"LC_ALL": nil}, []string{"LANG=C.UTF-8"}, false},
 		{"empty value kept", nil, map[string]*string{"E": s("")}, []string{"E=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8"}, false},
 		{"empty name", nil, map[string]*string{"": s("x")}, nil, true},
 		{"= in name", nil, map[string]*string{"A=B": s("x")}, nil, true},

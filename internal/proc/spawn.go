@@ -162,7 +162,12 @@ func Start(spec Spec) (*Process, error) {
 //go:noinline
 func keepAlive(f *os.File) { _ = f }
 
-// lookPath resolves name against the PATH in env.
+// lookPath resolves the program to start (a shell, mostly) against the
+// PATH in env, then muxd's own PATH, then the usual directories: a
+// request's PATH is for the commands it runs, and one without bash in it
+// must not make the shell that runs them impossible to find. Relative
+// and empty PATH entries are skipped: they would resolve against muxd's
+// working directory, not the command's.
 func lookPath(name string, env []string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("%w: empty name", ErrNotFound)
@@ -170,15 +175,17 @@ func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	pathEnv := "/usr/local/bin:/usr/bin:/bin"
+	var dirs []string
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
+			dirs = filepath.SplitList(v)
 		}
 	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
+	dirs = append(dirs, filepath.SplitList(os.Getenv("PATH"))...)
+	dirs = append(dirs, "/usr/local/bin", "/usr/bin", "/bin")
+	for _, dir := range dirs {
+		if !filepath.IsAbs(dir) {
+			continue
 		}
 		p := filepath.Join(dir, name)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
