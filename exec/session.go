@@ -602,8 +602,10 @@ func (s *session) kill(reason string) {
 	_ = stdin.Close() // Best effort.
 }
 
-// interrupt is Ctrl-C: SIGINT to the shell's process group (the shell and
-// its foreground commands); the wrapper's trap returns from the command.
+// interrupt is Ctrl-C: SIGINT to the shell and what the running command
+// started in its process group (background jobs of earlier commands, in
+// that group too, are spared: see proc.SignalForeground); the wrapper's
+// trap returns from the command.
 // While a command runs (busy) the flag file goes first: it tells the
 // wrapper that a SIGINT reaching the shell before the command began is
 // meant for it (see wrapper.go). And the groups its new children made
@@ -625,16 +627,17 @@ func (s *session) interrupt() {
 		_ = s.child.Signal(unix.SIGINT) // Best effort: it may have ended.
 		return
 	}
-	var mark lateMark
-	if busy {
-		mark = lateMark{children: s.child.Children(), lastPID: proc.LastPID(), at: proc.Ticks()}
-		mark.forking = s.child.ForkingChildren(unix.SIGINT, mark.at) // last: closest to the signal
+	if !busy {
+		_ = s.child.Signal(unix.SIGINT) // Best effort: no command to reach; the loop drops it.
+		return
 	}
-	_ = s.child.SignalGroup(unix.SIGINT) // Best effort: it may have ended.
-	if busy {
-		s.child.SignalNewChildGroups(unix.SIGINT, since)
-		s.followUpLocked(gen, mark)
-	}
+	mark := lateMark{children: s.child.Children(), lastPID: proc.LastPID(), at: proc.Ticks()}
+	mark.forking = s.child.ForkingChildren(unix.SIGINT, mark.at) // last: closest to the signal
+	// The command's processes, not the background jobs of earlier ones
+	// that share the shell's group.
+	_ = s.child.SignalForeground(unix.SIGINT, since) // Best effort: it may have ended.
+	s.child.SignalNewChildGroups(unix.SIGINT, since)
+	s.followUpLocked(gen, mark)
 }
 
 // flagLocked creates the interrupt flag file D/n if a command runs (see

@@ -335,6 +335,30 @@ func TestSessionInterruptAbortsCommandKeepsShell(t *testing.T) {
 	}
 }
 
+// Ctrl-C reaches the running command, not a server an earlier command
+// left in the background: bash starts it with SIGINT ignored, but many
+// programs (node, Python, Perl, Go) install their own handler, and a
+// SIGINT to the shell's whole group killed them. What such a server
+// forks later is spared too.
+func TestSessionInterruptSparesEarlierBackgroundJobs(t *testing.T) {
+	if _, err := exec0("perl", "-e", "1"); err != nil {
+		t.Skip("needs perl:", err)
+	}
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	// The server forks a child every 50 ms; its start time must lie two
+	// clock ticks (20 ms) before the next command's: the sleep.
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: `perl -e '$SIG{INT} = sub { exit 3 }; while (1) { my $p = fork; exec "sleep", "0.05" if $p == 0; waitpid $p, 0 }' >/dev/null 2>&1 & srv=$!; sleep 0.1`})
+	r := interruptAtGo(t, e, sid, "fg", `perl -e '$SIG{INT} = sub { exit 5 }; $| = 1; print "go\n"; sleep 60'`)
+	if code(r) != 5 && code(r) != 130 {
+		t.Errorf("the interrupted command: exit code %d, want its handler's 5 or 130", code(r))
+	}
+	r = mustExec(t, e, ExecRequest{SessionID: sid, Command: `sleep 0.2; if kill -0 $srv 2>/dev/null; then echo alive; kill -9 $srv; else wait $srv; echo "ended: $?"; fi`})
+	if string(r.Stdout) != "alive\n" {
+		t.Errorf("the background server after an interrupt of a later command: %q, want alive", r.Stdout)
+	}
+}
+
 // Ctrl-C aborts the whole command, as in a terminal: not just the
 // innermost function or sourced file it lands in. Afterwards the user's
 // own DEBUG trap and functrace setting are as they were, and functions

@@ -317,3 +317,80 @@ func (p *Process) CPUTicks() uint64 {
 	st, _ := readStat(p.Pid)
 	return st.cpu
 }
+
+// SignalForeground sends sig to what the command that began at since (see
+// [Ticks]) runs in the child's process group: the child itself and the
+// members started at or after since, except what older members started.
+// It is a terminal's Ctrl-C for a non-interactive shell, whose commands
+// all share its group: a background job of an earlier command (`server &`)
+// is in that group too, and a signal to the whole group reached it. Bash
+// starts such jobs with SIGINT ignored, but node, Python, Perl and Go
+// programs install their own handlers and died of it.
+//
+// When no older member is found it signals the whole group, as
+// [Process.SignalGroup] does, so nothing forked during the scan is
+// missed; else each chosen member by pid, twice over (a second scan
+// catches what they forked meanwhile). since 0 means the whole group.
+func (p *Process) SignalForeground(sig syscall.Signal, since uint64) error {
+	if since == 0 {
+		return p.SignalGroup(sig)
+	}
+	procs := snapshot()
+	fg, older := foreground(p.Pid, procs, since)
+	if !older {
+		return p.SignalGroup(sig)
+	}
+	sent := map[int]bool{}
+	for round := 0; round < 2; round++ {
+		for _, pid := range fg {
+			if !sent[pid] && unix.Kill(pid, sig) == nil {
+				sent[pid] = true
+			}
+		}
+		if round == 0 {
+			fg, _ = foreground(p.Pid, snapshot(), since)
+		}
+	}
+	return nil
+}
+
+// foreground returns the members of leader's group that the command begun
+// at since runs (see SignalForeground), and whether any member predates
+// it. A member is the command's when neither it nor any ancestor up to
+// the leader started before since (a tick of slack: start times are
+// floored).
+func foreground(leader int, procs []procStat, since uint64) (fg []int, older bool) {
+	byPid := make(map[int]procStat, len(procs))
+	for _, st := range procs {
+		byPid[st.pid] = st
+	}
+	isOld := func(st procStat) bool { return st.start+1 < since }
+	for _, st := range procs {
+		if st.pgid != leader || st.state == 'Z' {
+			continue
+		}
+		if st.pid == leader {
+			fg = append(fg, st.pid)
+			continue
+		}
+		mine := true
+		cur := st
+		for range 1 << 10 { // bounded: pid chains are short, a cycle impossible
+			if isOld(cur) {
+				mine = false
+				break
+			}
+			parent, ok := byPid[cur.ppid]
+			if !ok || parent.pid == leader {
+				break // up to the shell, or orphaned after the command began
+			}
+			cur = parent
+		}
+		if mine {
+			fg = append(fg, st.pid)
+		} else {
+			older = true
+		}
+	}
+	return fg, older
+}
