@@ -128,18 +128,19 @@ func (e *Engine) fromSnapshot(ctx context.Context, s *session, req ProcessReques
 			continue // muxd's, as for every child (proc.Start)
 		}
 		if v == nil {
-			script += "\\builtin unset " + k + "\n"
+			script += "\\builtin unset -v " + k + "\n"
 		} else {
-			script += "\\builtin export " + k + "=" + shQuote(*v) + "\n"
+			script += k + "=" + shQuote(*v) + ";\\builtin export " + k + "\n" // see overrideScript
 		}
 	}
 	if req.Cwd != "" {
 		script += "\\builtin cd -- " + shQuote(req.Cwd) + " || \\builtin exit 1\n"
 	}
 	script += "\\builtin source " + shQuote(cmd) + "\n"
-	// The snapshot's exports rebuild the environment; start from nothing
-	// but the defaults so variables the session unset stay unset.
-	env, err := proc.Env(nil, nil)
+	// The snapshot's exports rebuild the environment; start from nothing,
+	// not even the locale defaults, so variables the session unset stay
+	// unset.
+	env, err := proc.Env(nil, map[string]*string{"LANG": nil, "LC_ALL": nil})
 	if err != nil {
 		removeFiles(files)
 		return childSpec{}, nil, fmt.Errorf("%w: %v", ErrInvalid, err)

@@ -249,6 +249,44 @@ func TestProcessFromSessionSnapshot(t *testing.T) {
 	}
 }
 
+// A session's state comes back in a fresh bash whatever the user did to
+// the names the restore uses: shell options functions need, functions
+// and aliases named like the restore's commands, set -e over a vanished
+// cwd, an unset PWD, or an unset locale.
+func TestSnapshotRestoresHostileStates(t *testing.T) {
+	tests := []struct {
+		name, setup, command, want string
+	}{
+		{"a function needing extglob", "shopt -s extglob\nf() { case $1 in +(a|b)) echo ab;; esac; }", "f a; shopt -q extglob && echo on", "ab\non\n"},
+		{"a cd function", `cd() { builtin cd "$@" && echo "entered $PWD"; }`, "echo cmd; type -t cd", "cmd\nfunction\n"},
+		{"aliases of restore commands", "shopt -s expand_aliases; alias cd='echo nope' set='echo nope' declare='echo nope'", "echo cmd; alias set", "cmd\nalias set='echo nope'\n"},
+		{"functions named set and declare", "set() { echo hijacked; }; declare() { echo hijacked; }", "echo cmd; type -t set", "cmd\nfunction\n"},
+		{"an alias named like a function", "shopt -s expand_aliases; g() { echo fn-g; }; alias g='echo alias-g'", "g; \\g", "alias-g\nfn-g\n"},
+		{"set -u with PWD unset", "set -u; unset PWD", "echo cmd; [[ -o nounset ]] && echo nounset", "cmd\nnounset\n"},
+		{"set -e and set -u", "set -eu", "echo cmd; [[ -o errexit ]] && echo errexit", "cmd\nerrexit\n"},
+		{"the locale unset", "unset LANG LC_ALL", "echo ${LANG-unset} ${LC_ALL-unset}", "unset unset\n"},
+		{"a value with a newline and quotes", `export Q=$'a\n"b\' c'`, `printf '%s|' "$Q"`, "a\n\"b' c|"},
+	}
+	e := newTestEngine(t)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sid := newSession(t, e, SessionOptions{Cwd: dir})
+			mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.setup})
+			p := startProc(t, e, ProcessRequest{ID: fmt.Sprintf("snap%d", i), SessionID: sid, Command: "pwd; " + tc.command})
+			waitProc(t, e, p.ID)
+			data, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 1000)
+			if want := dir + "\n" + tc.want; string(data) != want {
+				errOut, _, _, _ := e.ReadOutput(p.ID, Stderr, 0, 1000)
+				t.Errorf("snapshot process: %q (stderr %q), want %q", data, errOut, want)
+			}
+			if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo alive"}); string(r.Stdout) != "alive\n" {
+				t.Errorf("the session after the snapshot: %q", r.Stdout)
+			}
+		})
+	}
+}
+
 func TestSIGINTReachesProcessStartedFromSession(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,9 +52,11 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 			if strings.IndexByte(*v, 0) >= 0 {
 				return "", fmt.Errorf("%w: NUL in env %s", ErrInvalid, k)
 			}
-			fmt.Fprintf(&b, "\\builtin export %s=%s\n", k, shQuote(*v))
+			// Assigned, then exported: under set -k an assignment word
+			// after `export` would go to its environment instead.
+			fmt.Fprintf(&b, "%s=%s;\\builtin export %s\n", k, shQuote(*v), k)
 		} else {
-			fmt.Fprintf(&b, "\\builtin unset %s\n", k)
+			fmt.Fprintf(&b, "\\builtin unset -v %s\n", k)
 		}
 	}
 	if cwd != "" {
@@ -70,7 +75,10 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	if err != nil {
 		return ExecResult{}, err
 	}
-	if req.Cwd != "" {
+	// A relative cwd is the session's business: its shell's cd resolves
+	// it against the session's cwd (and a missing one fails the command
+	// with cd's message).
+	if req.Cwd != "" && filepath.IsAbs(req.Cwd) {
 		if err := checkDir(req.Cwd); err != nil {
 			return ExecResult{}, err
 		}
@@ -194,6 +202,14 @@ func (s *session) snapshot(ctx context.Context, path string) error {
 	return nil
 }
 
+// envProgram is env(1) by its absolute path, found in muxd's PATH.
+var envProgram = sync.OnceValue(func() string {
+	if p, err := osexec.LookPath("env"); err == nil && filepath.IsAbs(p) {
+		return p
+	}
+	return "/usr/bin/env"
+})
+
 // SessionState returns a session's cwd and exported environment, for a
 // terminal started from it. While a command runs (or waits), it does not
 // queue: it reads the shell's cwd from /proc and returns the environment
@@ -216,7 +232,7 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 	defer s.endTurn()
 	path := s.path("s")
 	defer os.Remove(path)
-	o, err := s.roundTrip(context.Background(), stateScript(path), wrapperLine(false, false), 5*time.Second, [2]*outputLog{})
+	o, err := s.roundTrip(context.Background(), stateScript(path, envProgram()), wrapperLine(false, false), 5*time.Second, [2]*outputLog{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -67,6 +67,18 @@ func TestSessionPerCommandOverridesDoNotPersist(t *testing.T) {
 	if want := "/\norig k\n"; string(r.Stdout) != want {
 		t.Errorf("after overrides: %q, want %q", r.Stdout, want)
 	}
+	// Under set -k, an assignment after `export` went to its environment:
+	// the override was lost and export listed every variable instead.
+	// A relative cwd is the session's: resolved against its cwd.
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "set -k; cd " + dir + "; mkdir -p sub"})
+	r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "pwd; echo $X", Cwd: "sub", Env: map[string]*string{"X": strp("over")}})
+	if want := dir + "/sub\nover\n"; string(r.Stdout) != want {
+		t.Errorf("overrides under set -k, relative cwd: %q, want %q", r.Stdout, want)
+	}
+	r, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: sid, Command: "echo ran", Cwd: "nosuch"})
+	if err != nil || code(r) != 1 || string(r.Stdout) != "" || !strings.Contains(string(r.Stderr), "nosuch") {
+		t.Errorf("a relative cwd the session lacks: %q %q %v; want exit 1 with cd's message", r.Stdout, r.Stderr, err)
+	}
 }
 
 func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
@@ -639,6 +651,16 @@ func TestSessionState(t *testing.T) {
 	cwd, env, err := e.SessionState(sid)
 	if err != nil || cwd != dir || !contains(env, "ST=1") {
 		t.Errorf("SessionState = %q, ST in env %v, %v; want %q", cwd, contains(env, "ST=1"), err, dir)
+	}
+	// A PATH that no longer finds env(1), and no PWD under set -u: the
+	// state is still whole, and the shell lives.
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "export PATH=/nonexistent; set -u; unset PWD"})
+	cwd, env, err = e.SessionState(sid)
+	if err != nil || cwd != dir || !contains(env, "ST=1") || !contains(env, "PATH=/nonexistent") {
+		t.Errorf("SessionState with PATH=/nonexistent = %q, %d vars, %v; want %q with ST and PATH", cwd, len(env), err, dir)
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo alive"}); string(r.Stdout) != "alive\n" {
+		t.Errorf("the session after SessionState: %q", r.Stdout)
 	}
 	_ = os.Remove(dir)
 }

@@ -309,30 +309,47 @@ func shQuote(s string) string {
 }
 
 // snapshotScript writes the session state to path as a script a fresh
-// bash can source: variables and functions first, options last (so
-// `set -e` or `set -u` cannot break the restore), cwd at the very end. The
-// session's tree mark is left out (in a subshell, so the session keeps
-// it): the process keeps its own, whatever the session did to the
-// variable, or deleting the session would end the process too. The file
-// is written where it will live: never a rename, which fails across
-// filesystems.
+// bash can source. The order matters there:
+//   - exports, umask and shopt first (extglob must be on before the
+//     functions that use it are parsed), then the cwd, then functions,
+//     aliases and set options last: until the functions no user function
+//     or alias exists to hijack a restore command (a `cd` function,
+//     `alias set=…`), and set -e or set -u cannot break the restore.
+//   - after the functions, the aliases go as an assignment to
+//     BASH_ALIASES and the options as `\builtin set …`, since a function
+//     may be named `alias` or `set`; the aliases after the functions, so
+//     an alias cannot rewrite a function's definition.
+//   - the session's tree mark is left out (in a subshell, so the session
+//     keeps it): the process keeps its own, whatever the session did to
+//     the variable, or deleting the session would end the process too.
+//   - an unset PWD (set -u; unset PWD) must not end the session's shell:
+//     `\builtin pwd` then.
+//   - `set +o` runs in a command substitution, where bash clears -e: $-
+//     says whether it is on.
+//
+// The file is written where it will live: never a rename, which fails
+// across filesystems.
 func snapshotScript(path string) string {
 	return "{\n" + snapshotBody + "} >|" + shQuote(path) + "\n"
 }
 
 const snapshotBody = `(\builtin export -n ` + proc.MarkVar + ` 2>/dev/null||\builtin :;\builtin export -p)
-\builtin declare -f
-\builtin alias -p
 \builtin umask -p
 \builtin shopt -p
-\builtin set +o
-\builtin printf 'cd -- %q\n' "$PWD"
+\builtin printf '\\builtin cd -- %q\n' "${PWD:-$(\builtin pwd)}"
+\builtin declare -f
+__muxd_o=$(\builtin declare -p BASH_ALIASES); \builtin printf '%s\n' "${__muxd_o#declare -A }"
+__muxd_o=$(\builtin set +o); \builtin printf '\\builtin %s\n' "${__muxd_o//$'\n'/$'\n'\\builtin }"; \builtin unset __muxd_o
+[[ $- != *e* ]] || \builtin printf '\\builtin set -e\n'
 `
 
 // stateScript writes the cwd and the exported environment,
-// NUL-separated, to path.
-func stateScript(path string) string {
-	return `{ \builtin printf '%s\0' "$PWD"; \builtin command env -0;} >|` + shQuote(path) + "\n"
+// NUL-separated, to path. env is the env program by its absolute path:
+// the user's PATH may no longer find it (export PATH=/opt/bin), and a
+// state without variables would start a terminal with an empty
+// environment.
+func stateScript(path, env string) string {
+	return `{ \builtin printf '%s\0' "${PWD:-$(\builtin pwd)}"; \builtin command ` + shQuote(env) + ` -0;} >|` + shQuote(path) + "\n"
 }
 
 // parseMarker parses "STATUS\n", an exit record or a marker's status.
