@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,6 +46,9 @@ type Config struct {
 	// (50 ms), used when fsnotify events do not arrive (network and FUSE
 	// filesystems).
 	ExitPollInterval time.Duration
+	// Logger receives warnings that have no caller to return to, such as
+	// output lost to a full disk (nil: none are logged).
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns the defaults; DataDir is a fresh directory under
@@ -71,6 +75,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Shell == "" {
 		c.Shell = d.Shell
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.BaseEnv == nil {
 		c.BaseEnv = os.Environ()

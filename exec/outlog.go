@@ -26,6 +26,11 @@ type outputLog struct {
 	removed  bool
 	waited   bool          // someone holds wake: replace it on the next change
 	wake     chan struct{} // closed on append or finish
+	lostTo   int64         // bytes below it are gone: a write failed (disk full, say)
+	lost     int64         // bytes a failed write lost, in all
+
+	// onLoss, if set, is told of the first failed write (not under mu).
+	onLoss func(error)
 }
 
 func newOutputLog(path string, limit int64) *outputLog {
@@ -38,22 +43,21 @@ func (l *outputLog) append(p []byte) error {
 	if l == nil { // output nobody keeps (internal session round trips)
 		return nil
 	}
-	for len(p) > 0 {
-		chunk := p
-		if int64(len(chunk)) > l.limit {
-			// More than the ring holds: only the tail survives anyway,
-			// but account for every byte.
-			chunk = chunk[:l.limit]
-		}
-		if err := l.appendChunk(chunk); err != nil {
-			return err
-		}
-		p = p[len(chunk):]
+	// More than the ring holds: only the tail survives, so only the tail
+	// is written; the bytes before it take their offsets, dropped (a
+	// small outputLimit cost a write per limit bytes).
+	var skip int64
+	if over := int64(len(p)) - l.limit; over > 0 {
+		skip, p = over, p[over:]
 	}
-	return nil
+	if len(p) == 0 {
+		return nil
+	}
+	return l.appendChunk(p, skip)
 }
 
-func (l *outputLog) appendChunk(p []byte) error {
+// appendChunk writes p (at most limit bytes) after skip dropped bytes.
+func (l *outputLog) appendChunk(p []byte, skip int64) error {
 	l.mu.Lock()
 	if l.removed {
 		l.mu.Unlock()
@@ -62,12 +66,14 @@ func (l *outputLog) appendChunk(p []byte) error {
 	if l.f == nil {
 		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
-			l.mu.Unlock()
-			return fmt.Errorf("exec: output log: %w", err)
+			l.reserved = l.end + skip + int64(len(p))
+			return l.lostLocked(fmt.Errorf("exec: output log: %w", err)) // unlocks
 		}
 		l.f, l.created = f, true
 	}
-	f, start := l.f, l.end
+	// Readers see nothing of [end, reserved) until end moves, and first
+	// (reserved - limit) already covers the skipped bytes.
+	f, start := l.f, l.end+skip
 	l.reserved = start + int64(len(p))
 	l.mu.Unlock()
 
@@ -76,20 +82,38 @@ func (l *outputLog) appendChunk(p []byte) error {
 	if rest := l.limit - pos; int64(len(p)) > rest {
 		first = p[:rest]
 	}
-	if _, err := f.WriteAt(first, pos); err != nil {
-		return fmt.Errorf("exec: output log: %w", err)
-	}
-	if len(first) < len(p) {
-		if _, err := f.WriteAt(p[len(first):], 0); err != nil {
-			return fmt.Errorf("exec: output log: %w", err)
-		}
+	_, err := f.WriteAt(first, pos)
+	if err == nil && len(first) < len(p) {
+		_, err = f.WriteAt(p[len(first):], 0)
 	}
 
 	l.mu.Lock()
+	if err != nil {
+		return l.lostLocked(fmt.Errorf("exec: output log: %w", err)) // unlocks
+	}
 	l.end = l.reserved
 	l.notifyLocked()
 	l.mu.Unlock()
 	return nil
+}
+
+// lostLocked accounts for an append that could not be written (a full
+// disk, an unwritable data dir): its bytes still take their offsets, and
+// everything before them counts as dropped, so readers get a gap where
+// the stream would otherwise close up over the hole. The process's exit
+// status is not lost with them. Callers hold mu; it is released.
+func (l *outputLog) lostLocked(err error) error {
+	first := l.lost == 0
+	l.lost += l.reserved - l.end
+	l.end = l.reserved
+	l.lostTo = l.end
+	l.notifyLocked()
+	onLoss := l.onLoss
+	l.mu.Unlock()
+	if first && onLoss != nil {
+		onLoss(err)
+	}
+	return err
 }
 
 // notifyLocked wakes waiters. Callers hold mu.
@@ -136,7 +160,10 @@ func (l *outputLog) bounds() (first, end int64, done bool) {
 
 func (l *outputLog) firstLocked() int64 {
 	if l.reserved > l.limit {
-		return l.reserved - l.limit
+		return max(l.reserved-l.limit, l.lostTo)
+	}
+	if l.lostTo > 0 {
+		return l.lostTo
 	}
 	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -122,4 +123,60 @@ func TestOutputReaderUnderConcurrentWrapNeverReturnsWrongBytes(t *testing.T) {
 		}
 	}
 	t.Logf("%d gaps", gaps)
+}
+
+// A write that fails (a full disk, an unwritable data dir) loses its
+// bytes, not their place: readers get a gap over them instead of a
+// stream that closes up over the hole, and the owner hears of it once.
+func TestOutputLogWriteFailureIsAGap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "later")
+	l := newOutputLog(filepath.Join(dir, "log"), 1<<20)
+	defer l.remove()
+	var losses []error
+	l.onLoss = func(err error) { losses = append(losses, err) }
+	if err := l.append([]byte("kept-before|")); err == nil {
+		t.Fatal("append with no directory for the file: no error")
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.append([]byte("first|")); err != nil {
+		t.Fatal(err)
+	}
+	// The descriptor goes bad under the log (as writes fail on ENOSPC).
+	l.mu.Lock()
+	good := l.f
+	ro, err := os.Open(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.f = ro
+	l.mu.Unlock()
+	if err := l.append([]byte("lost|")); err == nil {
+		t.Fatal("append through a read-only descriptor: no error")
+	}
+	l.mu.Lock()
+	l.f = good
+	l.mu.Unlock()
+	_ = ro.Close()
+	if err := l.append([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	l.finish()
+	first, end, _ := l.bounds()
+	if first != 23 || end != 28 {
+		t.Fatalf("bounds after two failed writes: [%d, %d), want [23, 28)", first, end)
+	}
+	r := newOutputReader(l, Stdout, 0)
+	var gap *GapError
+	if _, err := r.Read(make([]byte, 64)); !errors.As(err, &gap) || gap.Bytes != 23 {
+		t.Fatalf("reading from 0: %v, want a gap of 23 bytes", err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil || string(b) != "after" {
+		t.Fatalf("after the gap: %q %v, want %q", b, err, "after")
+	}
+	if len(losses) != 1 {
+		t.Fatalf("the owner was told %d times, want once: %v", len(losses), losses)
+	}
 }

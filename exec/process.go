@@ -50,7 +50,7 @@ type process struct {
 func (e *Engine) newProcess(id, command, sessionID string, isExec bool, limit int64) *process {
 	name := e.nextName()
 	base := e.procDir + "/" + name
-	return &process{
+	p := &process{
 		id: id, instance: uuid.NewString(), command: command, sessionID: sessionID,
 		isExec: isExec, startedAt: time.Now(), status: StatusRunning,
 		logs: [2]*outputLog{
@@ -59,6 +59,14 @@ func (e *Engine) newProcess(id, command, sessionID string, isExec bool, limit in
 		},
 		done: make(chan struct{}),
 	}
+	for i, l := range p.logs {
+		stream := Stream(i + 1).String()
+		l.onLoss = func(err error) {
+			e.cfg.Logger.Warn("process output lost: the data dir cannot take it; readers get a gap",
+				"id", id, "stream", stream, "err", err)
+		}
+	}
+	return p
 }
 
 func (p *process) log(s Stream) *outputLog {
@@ -331,6 +339,9 @@ func (e *Engine) OpenOutput(id string, stream Stream, from int64) (*OutputReader
 func headOf(l *outputLog, max int) ([]byte, bool) {
 	first, end, _ := l.bounds()
 	n := min(end-first, int64(max))
+	if n < 0 {
+		n = 0 // an append past the ring in flight (see outputLog.append)
+	}
 	buf := make([]byte, n)
 	got := 0
 	for got < int(n) {

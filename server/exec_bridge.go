@@ -22,6 +22,7 @@ func newExecEngine(s *Server, n *notifier) (execEngine, error) {
 		RetainCount:        s.cfg.RetainCount,
 		RetainBytes:        s.cfg.RetainBytes,
 		DefaultOutputLimit: s.cfg.OutputLimit,
+		Logger:             s.log,
 	})
 	if err != nil {
 		return execEngine{}, err
