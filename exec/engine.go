@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -250,7 +251,11 @@ func (e *Engine) lookup(id string) (*process, error) {
 }
 
 // retire files an ended record for retention and drops the oldest past
-// the count or byte budget.
+// the count or byte budget, exec records before started processes. The record just retired is not dropped in
+// its own retire, nor a pinned one (an exec whose caller is yet to read
+// its result): a record larger than the whole budget, or ending among
+// many, must still be seen by whoever waits for it. The budget may be
+// exceeded by them until a later retire.
 func (e *Engine) retire(p *process) {
 	p.keptBytes = p.retained() // final: an ended record no longer grows
 	var drop []*process
@@ -259,8 +264,17 @@ func (e *Engine) retire(p *process) {
 		e.ended = append(e.ended, p)
 		e.endedBytes += p.keptBytes
 	}
-	for len(e.ended) > 0 && (len(e.ended) > e.cfg.RetainCount || e.endedBytes > e.cfg.RetainBytes) {
-		q := e.ended[0]
+	for len(e.ended) > e.cfg.RetainCount || e.endedBytes > e.cfg.RetainBytes {
+		// Exec records go first: their caller had the result, while the
+		// end of a started process (a build's exit code) is read later.
+		i := slices.IndexFunc(e.ended, func(q *process) bool { return q != p && q.pinned == 0 && q.isExec })
+		if i < 0 {
+			i = slices.IndexFunc(e.ended, func(q *process) bool { return q != p && q.pinned == 0 })
+		}
+		if i < 0 {
+			break
+		}
+		q := e.ended[i]
 		drop = append(drop, q)
 		e.dropLocked(q)
 	}
@@ -268,6 +282,20 @@ func (e *Engine) retire(p *process) {
 	for _, q := range drop {
 		q.removeFiles()
 	}
+}
+
+// pin keeps p from retention's drops until unpin: an exec's caller reads
+// the result after the record has ended.
+func (e *Engine) pin(p *process) {
+	e.mu.Lock()
+	p.pinned++
+	e.mu.Unlock()
+}
+
+func (e *Engine) unpin(p *process) {
+	e.mu.Lock()
+	p.pinned--
+	e.mu.Unlock()
 }
 
 // dropLocked forgets an ended record; the caller removes its files once

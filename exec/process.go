@@ -23,6 +23,7 @@ type process struct {
 	logs                             [2]*outputLog // Stdout, Stderr
 	done                             chan struct{}
 	keptBytes                        int64 // retained output once ended; written by retire before the record is listed as ended
+	pinned                           int   // exec calls still to read the result: retention keeps it (guarded by Engine.mu)
 	// mu guards the fields below. Never held across a kill or a write to
 	// stdin (a pipe that may be full).
 	mu sync.Mutex

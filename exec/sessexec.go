@@ -131,9 +131,11 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		s.kill("session command killed")
 		return nil
 	}
+	p.pinned = 1 // until the result is read (not listed yet: no lock needed)
 	if err := e.register(p); err != nil {
 		return ExecResult{}, err
 	}
+	defer e.unpin(p)
 	s.startCommand(req.Command)
 	line := wrapperLine(req.Stdin != nil, overrides)
 	o, rtErr := s.roundTrip(ctx, text, line, timeout, p.logs)

@@ -112,6 +112,15 @@ func TestRetentionByteBudgetDropsOldestEnded(t *testing.T) {
 			t.Errorf("record %d kept=%v, want only the newest two (2000 B ≤ 2500 B)", i, kept)
 		}
 	}
+	// A record larger than the whole budget is not dropped by its own
+	// retire: the exec's caller gets its output, a waiter its end.
+	if r := mustExec(t, e, ExecRequest{Command: "head -c 4000 /dev/zero"}); len(r.Stdout) != 4000 || r.StdoutTruncated {
+		t.Errorf("an exec larger than the retention budget: %d bytes, truncated %v; want all 4000", len(r.Stdout), r.StdoutTruncated)
+	}
+	big := startProc(t, e, ProcessRequest{Command: "head -c 4000 /dev/zero"})
+	if info := waitProc(t, e, big.ID); info.ExitCode == nil || *info.ExitCode != 0 || info.StdoutBytes != 4000 {
+		t.Errorf("a process larger than the retention budget, after its end: %+v", info)
+	}
 	// A running process is never dropped by retention.
 	p := startProc(t, e, ProcessRequest{Command: "head -c 3000 /dev/zero; sleep 100"})
 	waitOutputLen(t, e, p.ID, 3000)
@@ -120,6 +129,31 @@ func TestRetentionByteBudgetDropsOldestEnded(t *testing.T) {
 		t.Errorf("running process dropped: %v", err)
 	}
 	_ = e.KillProcess(p.ID, unix.SIGKILL, 0)
+}
+
+// An agent starts a build, then polls with execs: the build's end must
+// outlast any number of exec records.
+func TestRetentionDropsExecRecordsBeforeStartedProcesses(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.RetainCount = 4 })
+	build := startProc(t, e, ProcessRequest{Command: "echo build-ok; exit 3"})
+	waitProc(t, e, build.ID)
+	var last string
+	for range 10 {
+		last = mustExec(t, e, ExecRequest{Command: "true"}).ID
+	}
+	info, err := e.GetProcess(build.ID)
+	if err != nil || info.ExitCode == nil || *info.ExitCode != 3 {
+		t.Fatalf("the build's record after 10 execs (retain count 4): %+v, %v", info, err)
+	}
+	if _, err := e.GetProcess(last); err != nil {
+		t.Errorf("the newest exec record: %v", err)
+	}
+	e.mu.Lock()
+	n := len(e.ended)
+	e.mu.Unlock()
+	if n > 4 {
+		t.Errorf("%d records kept, want ≤ 4", n)
+	}
 }
 
 // waitOutputLen waits until a stream of id has n bytes.

@@ -178,9 +178,11 @@ func (e *Engine) execStateless(ctx context.Context, req ExecRequest, id string) 
 		defer in.Close()
 	}
 	p := e.newProcess(id, req.Command, "", true, e.cfg.DefaultOutputLimit)
+	p.pinned = 1 // until the result is read (not listed yet: no lock needed)
 	if err := e.register(p); err != nil {
 		return ExecResult{}, err
 	}
+	defer e.unpin(p)
 	start := time.Now()
 	spec := childSpec{args: []string{"bash", "-c", req.Command}, dir: req.Cwd, env: env, stdin: in}
 	if err := e.launch(p, spec, req.Timeout, false); err != nil {
