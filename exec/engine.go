@@ -65,6 +65,10 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
+// RuntimeDir is where the sessions' per-command files live (see
+// Config.RuntimeDir); Close removes it.
+func (e *Engine) RuntimeDir() string { return e.sessDir }
+
 // defaultRuntimeDir picks a fresh directory on /dev/shm (tmpfs), or
 // DataDir/s when /dev/shm is not usable.
 func defaultRuntimeDir(dataDir string) string {
@@ -264,7 +268,10 @@ func (e *Engine) retire(p *process) {
 		e.ended = append(e.ended, p)
 		e.endedBytes += p.keptBytes
 	}
-	for len(e.ended) > e.cfg.RetainCount || e.endedBytes > e.cfg.RetainBytes {
+	// Closing, every record ends at once: Close removes all the files in
+	// one go, and unlinking gigabytes record by record here made shutdown
+	// overrun its budget.
+	for !e.closed && (len(e.ended) > e.cfg.RetainCount || e.endedBytes > e.cfg.RetainBytes) {
 		// Exec records go first: their caller had the result, while the
 		// end of a started process (a build's exit code) is read later.
 		i := slices.IndexFunc(e.ended, func(q *process) bool { return q != p && q.pinned == 0 && q.isExec })

@@ -27,6 +27,10 @@ func newExecEngine(s *Server, n *notifier) (execEngine, error) {
 	if err != nil {
 		return execEngine{}, err
 	}
+	// A run that dies uncleanly leaves this behind too: say where.
+	if err := s.run.noteShm(e.RuntimeDir()); err != nil {
+		s.log.Warn("noting the session files' directory", "err", err)
+	}
 	unsub := e.Subscribe(func(ev exec.Event) {
 		p := ev.Process
 		switch ev.Kind {

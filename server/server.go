@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,6 +27,7 @@ type Server struct {
 	boot    string // fresh per process: tells clients the daemon restarted
 	started time.Time
 	runDir  string // this run's private directory inside DataDir
+	run     *runDir
 	handler http.Handler
 	http    *http.Server
 	slots   chan struct{} // one token per allowed concurrent socket
@@ -59,10 +59,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultConfig().ShutdownTimeout
 	}
-	runDir, err := makeRunDir(cfg.DataDir)
+	run, err := makeRunDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
+	runDir := run.path
 	s := &Server{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -70,15 +71,17 @@ func New(cfg Config) (*Server, error) {
 		boot:      uuid.NewString(),
 		started:   time.Now(),
 		runDir:    runDir,
+		run:       run,
 		slots:     make(chan struct{}, cfg.MaxConnections),
 		listeners: make(map[net.Listener]struct{}),
 		sockets:   make(map[*socket]struct{}),
 	}
 	s.backend, err = newBackend(s)
 	if err != nil {
-		_ = os.RemoveAll(runDir) // Best effort.
+		_ = run.remove() // Best effort.
 		return nil, err
 	}
+	go removeStaleRuns(cfg.DataDir, runDir, s.log)
 	s.handler = s.routes()
 	s.http = &http.Server{
 		Handler:           s.handler,
@@ -87,28 +90,6 @@ func New(cfg Config) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	return s, nil
-}
-
-// makeRunDir creates dataDir (0700) and a fresh private subdirectory of it
-// for this run, so two daemons sharing a data dir never meet.
-func makeRunDir(dataDir string) (string, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return "", fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
-	}
-	fi, err := os.Stat(dataDir)
-	if err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("%w: --data-dir %s is not a directory", ErrConfig, dataDir)
-	}
-	// In a shared /tmp another user could have created the directory
-	// first: refuse one we do not own.
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return "", fmt.Errorf("%w: --data-dir %s belongs to uid %d, not to muxd's uid %d (pick another)", ErrConfig, dataDir, st.Uid, os.Getuid())
-	}
-	dir, err := os.MkdirTemp(dataDir, "run-")
-	if err != nil {
-		return "", fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
-	}
-	return dir, nil
 }
 
 // Boot is this run's id (HELLO boot, server.info boot).
@@ -202,7 +183,7 @@ func (s *Server) shutdown(graceful bool) error {
 	}()
 	wg.Wait()
 	s.killOrphans(300 * time.Millisecond)
-	err := os.RemoveAll(s.runDir)
+	err := s.run.remove()
 	if err != nil {
 		s.log.Warn("removing run directory", "dir", s.runDir, "err", err)
 	}

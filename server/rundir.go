@@ -1,0 +1,116 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Each run of the daemon keeps its files in a private run-* directory of
+// the data dir, holding an flock on run-*/lock while it lives. A run that
+// ended without its cleanup (SIGKILL, a crash, a shutdown past its budget)
+// leaves the directory, and the session files it kept on /dev/shm (named
+// in run-*/shm), behind: the next daemon on the same data dir finds its
+// lock free and removes them. A directory without a lock file (an older
+// muxd's) is left alone: its owner may be alive.
+
+const (
+	runLockName = "lock"
+	runShmName  = "shm" // the path of the run's session files outside it
+)
+
+// runDir is this run's directory and the descriptor holding its lock.
+type runDir struct {
+	path string
+	lock *os.File
+}
+
+// makeRunDir creates dataDir (0700) and a fresh private subdirectory of it
+// for this run, so two daemons sharing a data dir never meet, and locks it.
+func makeRunDir(dataDir string) (*runDir, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
+	}
+	fi, err := os.Stat(dataDir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: --data-dir %s is not a directory", ErrConfig, dataDir)
+	}
+	// In a shared /tmp another user could have created the directory
+	// first: refuse one we do not own.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return nil, fmt.Errorf("%w: --data-dir %s belongs to uid %d, not to muxd's uid %d (pick another)", ErrConfig, dataDir, st.Uid, os.Getuid())
+	}
+	dir, err := os.MkdirTemp(dataDir, "run-")
+	if err != nil {
+		return nil, fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, runLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir) // Best effort.
+		return nil, fmt.Errorf("%w: --data-dir %s: locking this run's directory: %v", ErrConfig, dataDir, err)
+	}
+	return &runDir{path: dir, lock: f}, nil
+}
+
+// noteShm records where the run's session files live outside it.
+func (r *runDir) noteShm(path string) error {
+	return os.WriteFile(filepath.Join(r.path, runShmName), []byte(path), 0o600)
+}
+
+// remove deletes the run's files and releases its lock.
+func (r *runDir) remove() error {
+	if b, err := os.ReadFile(filepath.Join(r.path, runShmName)); err == nil {
+		removeShm(string(b))
+	}
+	err := os.RemoveAll(r.path)
+	_ = r.lock.Close() // Best effort: closing releases the flock.
+	return err
+}
+
+// removeShm deletes a run's session directory, if the path names one
+// muxd makes (never anything else a damaged file could point at).
+func removeShm(path string) {
+	if filepath.IsAbs(path) && strings.HasPrefix(filepath.Base(path), "muxd-exec-") {
+		_ = os.RemoveAll(path) // Best effort.
+	}
+}
+
+// removeStaleRuns deletes the run directories of dataDir, other than
+// own, whose lock no daemon holds. It runs beside the new daemon's start:
+// a crashed run may have left gigabytes.
+func removeStaleRuns(dataDir, own string, log *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "run-*")) // Best effort: a bad pattern is impossible.
+	for _, dir := range dirs {
+		if dir == own {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, runLockName), os.O_RDWR, 0)
+		if err != nil {
+			continue // no lock file: an older muxd's, maybe alive
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			_ = f.Close()
+			continue // a live daemon's
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, runShmName)); err == nil {
+			removeShm(string(b))
+		}
+		err = os.RemoveAll(dir)
+		_ = f.Close()
+		if err != nil {
+			log.Warn("removing a previous run's files", "dir", dir, "err", err)
+			continue
+		}
+		log.Info("removed the files a previous run left behind", "dir", dir)
+	}
+}
