@@ -70,7 +70,14 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 		if err != nil {
 			return ProcessInfo{}, err
 		}
-		spec = childSpec{args: []string{"bash", "-c", req.Command}, dir: req.Cwd, env: env}
+		args, file, err := e.bashArgs(req.Command)
+		if err != nil {
+			return ProcessInfo{}, err
+		}
+		spec = childSpec{args: args, dir: req.Cwd, env: env}
+		if file != "" {
+			files = append(files, file)
+		}
 	} else {
 		s, err := e.session(req.SessionID)
 		if err != nil {
@@ -93,6 +100,25 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 		return ProcessInfo{}, err
 	}
 	return p.info(), nil
+}
+
+// maxArgCommand is the longest command passed to bash -c as an argument:
+// Linux refuses a single argument over 128 KiB (MAX_ARG_STRLEN), with
+// E2BIG. A longer one is sourced from a file instead.
+const maxArgCommand = 64 << 10
+
+// bashArgs returns the argv that runs command in a fresh bash, and the
+// file holding it when it is too long for an argument (removed with the
+// record). $0 is "bash" either way.
+func (e *Engine) bashArgs(command string) (args []string, file string, err error) {
+	if len(command) <= maxArgCommand {
+		return []string{"bash", "-c", command}, "", nil
+	}
+	file = filepath.Join(e.sessDir, "c"+e.nextName()+".cmd")
+	if err := os.WriteFile(file, []byte(command), 0o600); err != nil {
+		return nil, "", fmt.Errorf("exec: command file: %w", err)
+	}
+	return []string{"bash", "-c", "\\builtin source " + shQuote(file)}, file, nil
 }
 
 func removeFiles(files []string) {

@@ -88,6 +88,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout, env: env,
 		shellOut: newTail()}
 
+	e.pruneDeadSession()
 	e.mu.Lock()
 	switch {
 	case e.closed:
@@ -98,7 +99,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		return SessionInfo{}, fmt.Errorf("%w: session %q", ErrAlreadyExists, id)
 	case len(e.sessions) >= e.cfg.MaxSessions:
 		e.mu.Unlock()
-		return SessionInfo{}, fmt.Errorf("%w: %d sessions", ErrLimit, len(e.sessions))
+		return SessionInfo{}, fmt.Errorf("%w: %d live sessions", ErrLimit, len(e.sessions))
 	}
 	e.sessions[id] = s // reserve the id while the shell starts
 	e.mu.Unlock()
@@ -936,6 +937,44 @@ func (e *Engine) InterruptSession(id string) error {
 		s.interrupt()
 	}
 	return nil
+}
+
+// pruneDeadSession makes room at the session limit by forgetting the
+// oldest dead session: a dead shell stays listed so its client can learn
+// why it ended, but must not keep a live one from starting (as exited
+// terminals are pruned).
+func (e *Engine) pruneDeadSession() {
+	e.mu.Lock()
+	if len(e.sessions) < e.cfg.MaxSessions {
+		e.mu.Unlock()
+		return
+	}
+	list := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		if s.ready.Load() {
+			list = append(list, s)
+		}
+	}
+	e.mu.Unlock()
+	var oldest *session
+	for _, s := range list {
+		if s.alive() != nil && (oldest == nil || s.createdAt.Before(oldest.createdAt)) {
+			oldest = s
+		}
+	}
+	if oldest == nil {
+		return
+	}
+	e.mu.Lock()
+	ours := e.sessions[oldest.id] == oldest
+	if ours {
+		delete(e.sessions, oldest.id)
+	}
+	e.mu.Unlock()
+	if ours {
+		oldest.kill("pruned at the session limit") // dead already: reaps what is left
+		oldest.removeFiles()
+	}
 }
 
 // DeleteSession kills the shell and everything its commands started (not

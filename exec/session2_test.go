@@ -206,6 +206,22 @@ func TestSessionCreateErrors(t *testing.T) {
 	if l := e.ListSessions(); len(l) != 1 || l[0].ID != "b" || !l[0].Alive || l[0].Busy {
 		t.Errorf("ListSessions = %+v", l)
 	}
+	// At the limit, the oldest dead session makes room: it is listed until
+	// then, but must not keep a live one from starting.
+	newSession(t, e, SessionOptions{ID: "c"})
+	mustExec(t, e, ExecRequest{SessionID: "b", Command: "exit 3"})
+	if _, err := e.CreateSession(ctxT(t, 5*time.Second), SessionOptions{ID: "d"}); err != nil {
+		t.Fatalf("with one of two sessions dead: %v", err)
+	}
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{SessionID: "b", Command: "true"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the pruned dead session: %v, want ErrNotFound", err)
+	}
+	if _, err := e.CreateSession(ctxT(t, 5*time.Second), SessionOptions{}); !errors.Is(err, ErrLimit) {
+		t.Errorf("with two live sessions: %v, want ErrLimit", err)
+	}
+	if l := e.ListSessions(); len(l) != 2 || l[0].ID != "c" || l[1].ID != "d" || !l[0].Alive || l[0].Busy {
+		t.Errorf("ListSessions = %+v", l)
+	}
 }
 
 func TestSessionCommandTimeoutDefault(t *testing.T) {

@@ -177,16 +177,25 @@ func (e *Engine) execStateless(ctx context.Context, req ExecRequest, id string) 
 	if in != nil {
 		defer in.Close()
 	}
+	args, file, err := e.bashArgs(req.Command)
+	if err != nil {
+		return ExecResult{}, err
+	}
 	p := e.newProcess(id, req.Command, "", true, e.cfg.DefaultOutputLimit)
 	p.pinned = 1 // until the result is read (not listed yet: no lock needed)
+	if file != "" {
+		p.extraFiles = []string{file}
+	}
 	if err := e.register(p); err != nil {
+		removeFiles(p.extraFiles)
 		return ExecResult{}, err
 	}
 	defer e.unpin(p)
 	start := time.Now()
-	spec := childSpec{args: []string{"bash", "-c", req.Command}, dir: req.Cwd, env: env, stdin: in}
+	spec := childSpec{args: args, dir: req.Cwd, env: env, stdin: in}
 	if err := e.launch(p, spec, req.Timeout, false); err != nil {
 		e.unregister(p)
+		removeFiles(p.extraFiles)
 		return ExecResult{}, err
 	}
 	select {

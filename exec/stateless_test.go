@@ -212,3 +212,23 @@ func TestBadInputIsRejected(t *testing.T) {
 		t.Errorf("fds: %d before, %d after rejected requests", fds, got)
 	}
 }
+
+// A command longer than one argument may be (128 KiB) runs all the same,
+// as the same bash -c would, and its file goes with the command.
+func TestCommandsLongerThanAnArgumentRun(t *testing.T) {
+	e := newTestEngine(t)
+	long := ": '" + strings.Repeat("x", 200<<10) + "'\necho ok $0; exit 4"
+	r := mustExec(t, e, ExecRequest{Command: long})
+	if string(r.Stdout) != "ok bash\n" || code(r) != 4 {
+		t.Errorf("exec of a 200 KiB command: %q %q, exit %d", r.Stdout, r.Stderr, code(r))
+	}
+	p := startProc(t, e, ProcessRequest{Command: long})
+	waitProc(t, e, p.ID)
+	out, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
+	if string(out) != "ok bash\n" {
+		t.Errorf("process of a 200 KiB command: %q", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.sessDir, "c*.cmd")); len(left) != 0 {
+		t.Errorf("command files left: %v", left)
+	}
+}

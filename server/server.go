@@ -86,8 +86,13 @@ func New(cfg Config) (*Server, error) {
 	s.http = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ConnContext:       withNetConn,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		// Idle keep-alive connections (health checks, the page's assets)
+		// would otherwise stay open for ever, each an fd: 300 of them ran
+		// a daemon with a 300-fd limit out of descriptors. WebSockets are
+		// hijacked and not affected.
+		IdleTimeout: time.Minute,
+		ConnContext: withNetConn,
+		ErrorLog:    slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	return s, nil
 }
