@@ -85,20 +85,23 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 		i = alignStart(scratch, int(start-ctxStart), known)
 		a.replay = dropQueries(scratch[i:])
 	}
+	var modes []byte
+	if lost || (opts.ResetModes && opts.From < 0) {
+		modes = termmodes.AppendResetAll(modes)
+	}
 	if restore {
 		// Here scratch starts at first. The bytes replay skips may end a
 		// sequence that set a mode.
 		head.Feed(scratch[:i])
 		if lost || !head.Default() {
-			var modes []byte
-			if lost {
-				modes = termmodes.AppendResetAll(modes)
-			}
-			a.replay = append(head.AppendRestore(modes), a.replay...)
+			modes = head.AppendRestore(modes)
 			if head.AltScreen() && !opts.ReadOnly && altScreenAtEnd(head, scratch[i:]) {
 				t.redraw()
 			}
 		}
+	}
+	if len(modes) > 0 {
+		a.replay = append(modes, a.replay...)
 	}
 	return a, info, nil
 }

@@ -92,6 +92,36 @@ func TestLateViewerOfPlainOutputGetsNoModes(t *testing.T) {
 	}
 }
 
+// A viewer that keeps its screen across terminals (the SandboxAddon
+// reconnecting to a fresh shell after `exit`) asks for every mode to be
+// reset ahead of the replay: else it stays in the alternate screen and
+// mouse modes of the program it last showed, and every click types
+// escape codes into the new shell. Others get no such prefix.
+func TestResetModesPrefixesAFreshTerminalsReplay(t *testing.T) {
+	m := newTestManager(t, Config{})
+	term := startBash(t, m, "")
+	c := attach(t, term, AttachOptions{From: -1})
+	typeLine(t, term, `echo ready-$((1+1))`)
+	c.waitFor(t, "ready-2")
+	reset := string(termmodes.AppendResetAll(nil))
+	fresh := attach(t, term, AttachOptions{From: -1, ResetModes: true})
+	fresh.waitSync(t)
+	if r := fresh.replayString(); !strings.HasPrefix(r, reset) || !strings.Contains(r, "ready-2") {
+		t.Fatalf("replay with ResetModes starts %q, want %q then the output", r[:min(len(r), len(reset)+10)], reset)
+	}
+	plain := attach(t, term, AttachOptions{From: -1})
+	plain.waitSync(t)
+	if r := plain.replayString(); strings.HasPrefix(r, reset) {
+		t.Fatalf("replay without ResetModes starts with a reset: %q", r[:min(len(r), 40)])
+	}
+	// With a cursor the viewer has seen the output: no reset.
+	seen := attach(t, term, AttachOptions{From: c.syncOffset(), ResetModes: true})
+	seen.waitSync(t)
+	if r := seen.replayString(); strings.HasPrefix(r, reset) {
+		t.Fatalf("replay from a cursor with ResetModes starts with a reset")
+	}
+}
+
 // lastTick is the number of the last complete TICK line in s.
 func lastTick(s string) int {
 	i := strings.LastIndex(s, "TICK-")

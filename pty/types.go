@@ -61,6 +61,12 @@ type AttachOptions struct {
 	ReadOnly bool
 	// Instance, when set, must match the terminal's instance (ErrGone).
 	Instance string
+	// ResetModes, with a negative From, puts a reset of every mode
+	// (alternate screen, mouse, keypad, bracketed paste, …) ahead of the
+	// replay: for a viewer that may still be in the modes of an earlier
+	// terminal, such as the Cloudflare SandboxAddon, which keeps its
+	// xterm.js across reconnects and only clears the screen.
+	ResetModes bool
 }
 
 // AttachInfo is the terminal's state when an attachment started.

@@ -74,7 +74,10 @@ func (s *termSocket) serve(ctx context.Context, conn *websocket.Conn, t *pty.Ter
 		return
 	}
 	start := time.Now()
-	a, _, err := t.Attach(pty.AttachOptions{From: s.q.cursor})
+	// The SandboxAddon keeps its xterm.js across reconnects, in whatever
+	// modes the last terminal left it (alternate screen, mouse): without
+	// a cursor, reset them ahead of the replay.
+	a, _, err := t.Attach(pty.AttachOptions{From: s.q.cursor, ResetModes: true})
 	if err != nil {
 		_ = conn.Close(websocket.StatusInternalError, "terminal gone") // Best effort.
 		return
