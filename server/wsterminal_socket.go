@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,13 @@ type termSocket struct {
 	mu      sync.Mutex
 	conn    *websocket.Conn
 	closing bool
+
+	// typing is set while the read loop is blocked typing a message into
+	// a program that does not read it; typedAt is when it last ended
+	// (UnixNano). A pong is only seen by a reading socket, so a ping
+	// unanswered then says nothing about the peer.
+	typing  atomic.Bool
+	typedAt atomic.Int64
 }
 
 // Server → client control messages.
@@ -199,11 +207,14 @@ func (s *termSocket) read(ctx context.Context, conn *websocket.Conn, a *pty.Atta
 			if err != nil {
 				return closeReason(err)
 			}
+			s.typing.Store(true)
 			for len(msg) > 0 {
 				n := min(len(msg), terminalFrame)
 				_, _ = a.WriteContext(ctx, msg[:n])
 				msg = msg[n:]
 			}
+			s.typedAt.Store(time.Now().UnixNano())
+			s.typing.Store(false)
 			continue
 		}
 		n, err := io.ReadFull(rd, buf[:maxControlMessage+1])
@@ -283,6 +294,9 @@ func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 		pctx, cancel := context.WithTimeout(ctx, 2*every)
 		err := conn.Ping(pctx)
 		cancel()
+		if err != nil && ctx.Err() == nil && s.blockedWithin(2*every) {
+			continue // the pong waits behind a paste the program has not read
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.h.log.Info("terminal socket: peer stopped answering pings", "remote", s.remote)
@@ -291,6 +305,12 @@ func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 			return
 		}
 	}
+}
+
+// blockedWithin reports whether the read loop was blocked typing at some
+// time in the last d.
+func (s *termSocket) blockedWithin(d time.Duration) bool {
+	return s.typing.Load() || time.Since(time.Unix(0, s.typedAt.Load())) < d
 }
 
 // goAway closes the socket with 1001 for shutdown, within limit.

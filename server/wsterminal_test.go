@@ -683,3 +683,19 @@ func TestWSTerminalClosingViewerDoesNotStallEchoes(t *testing.T) {
 		}
 	}
 }
+
+// A paste into a program that does not read (raw mode, busy) blocks the
+// read loop, so the peer's pongs are not read: that must not pass for a
+// dead peer, drop the socket and, without an id, kill the terminal.
+func TestWSTerminalPasteIntoABusyProgramKeepsTheSocket(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{PingInterval: 100 * time.Millisecond})
+	wc := e.dial(t, "/ws/terminal", nil)
+	wc.waitReady()
+	wc.typeLine(`stty raw -echo; echo bu$((1+1))sy; sleep 1.5; stty sane; echo alive-$((3+4))`)
+	wc.waitOutput("bu2sy")
+	wc.send(websocket.MessageBinary, strings.Repeat("z", 200<<10))
+	wc.waitOutput("alive-7")
+	if wc.close != nil {
+		t.Fatalf("socket closed: %v", wc.close)
+	}
+}
