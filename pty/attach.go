@@ -82,6 +82,7 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 
 	i := 0
 	if len(scratch) > 0 {
+		sevenBitC1(scratch)
 		i = alignStart(scratch, int(start-ctxStart), known)
 		a.replay = dropQueries(scratch[i:])
 	}

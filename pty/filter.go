@@ -114,6 +114,26 @@ func seqLen(b []byte) int {
 	}
 }
 
+// sevenBitC1 rewrites, in place, the C1 controls that open or close
+// escape sequences, as UTF-8 encodes them (C2 90..9F), into their 7-bit
+// forms (ESC P, ESC [, ESC ], ESC \, ...). xterm.js decodes UTF-8 and
+// takes U+009B as CSI like ESC [, so a query written with it (printf
+// '\u009b6n') is answered too; rewritten, the parsers here see it. Both
+// forms are two bytes, so offsets into b do not move. A lone 8-bit C1
+// byte is not valid UTF-8, and xterm.js shows it as U+FFFD.
+func sevenBitC1(b []byte) {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != 0xc2 {
+			continue
+		}
+		switch c := b[i+1]; c {
+		case 0x90, 0x98, 0x9b, 0x9c, 0x9d, 0x9e, 0x9f: // DCS SOS CSI ST OSC PM APC
+			b[i], b[i+1] = esc, c-0x40
+			i++
+		}
+	}
+}
+
 // dropQueries returns b without the complete terminal queries it holds.
 // An incomplete sequence at the end is kept: it continues in live output.
 func dropQueries(b []byte) []byte {

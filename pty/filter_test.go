@@ -49,6 +49,34 @@ func TestDropQueriesRemovesOnlyQueries(t *testing.T) {
 	}
 }
 
+// xterm.js takes the C1 controls U+0090..U+009F (UTF-8 C2 90..C2 9F) as
+// the 7-bit introducers: queries written with them are answered too.
+func TestQueriesWithC1IntroducersAreDropped(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"CSI CPR", "q\u009b6nr", "qr"},
+		{"CSI DA1", "\u009bc", ""},
+		{"OSC query, C1 ST", "a\u009d11;?\u009cb", "ab"},
+		{"OSC query, BEL", "a\u009d11;?\ab", "ab"},
+		{"DCS DECRQSS", "\u0090$qm\u009c", ""},
+		{"keeps C1 SGR, as 7-bit", "\u009b31mred", "\x1b[31mred"},
+		{"keeps other C1 and text", "é\u0085ü", "é\u0085ü"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := []byte(tc.in)
+			sevenBitC1(b)
+			if len(b) != len(tc.in) {
+				t.Fatalf("length changed: %d, want %d", len(b), len(tc.in))
+			}
+			if got := string(dropQueries(b)); got != tc.want {
+				t.Fatalf("dropQueries(sevenBitC1(%q)) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestAlignStartFindsBoundary(t *testing.T) {
 	tests := []struct {
 		name  string

@@ -122,6 +122,27 @@ func TestResetModesPrefixesAFreshTerminalsReplay(t *testing.T) {
 	}
 }
 
+// A replay carries no query written with C1 introducers either: xterm.js
+// would answer them into the shell.
+func TestReplayDropsC1Queries(t *testing.T) {
+	m := newTestManager(t, Config{})
+	term := startBash(t, m, "")
+	c := attach(t, term, AttachOptions{From: -1})
+	typeLine(t, term, `printf 'q\302\2336n\302\233c\302\23511;?\007mark-%s\n' $((1+2))`)
+	c.waitFor(t, "mark-3")
+	late := attach(t, term, AttachOptions{From: -1})
+	late.waitSync(t)
+	r := late.replayString()
+	for _, q := range []string{"\u009b6n", "\u009bc", "\u009d11;?\a", "\x1b[6n", "\x1b[c", "\x1b]11;?\a"} {
+		if strings.Contains(r, q) {
+			t.Errorf("replay holds the query %q", q)
+		}
+	}
+	if !strings.Contains(r, "qmark-3") {
+		t.Errorf("replay lost the text around the queries: %q", r)
+	}
+}
+
 // lastTick is the number of the last complete TICK line in s.
 func lastTick(s string) int {
 	i := strings.LastIndex(s, "TICK-")
