@@ -38,6 +38,7 @@ type Engine struct {
 	subs       map[uint64]func(Event)
 	nextSub    uint64
 	closed     bool
+	creating   sync.WaitGroup // sessions still starting: Close waits for them
 
 	testSetup string // shell code run before a session's loop (tests only)
 }
@@ -94,7 +95,11 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	sessions := make([]*session, 0, len(e.sessions))
 	for _, s := range e.sessions {
-		sessions = append(sessions, s)
+		// One still starting is its creator's to end (CreateSession
+		// sees closed); its files are not ours to remove under it.
+		if s.ready.Load() {
+			sessions = append(sessions, s)
+		}
 	}
 	e.sessions = map[string]*session{}
 	procs := make([]*process, 0, len(e.procs))
@@ -119,6 +124,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	killed := make(chan struct{})
 	go func() {
 		wg.Wait()
+		e.creating.Wait()
 		close(killed)
 	}()
 	cleanup := func() {

@@ -102,7 +102,9 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		return SessionInfo{}, fmt.Errorf("%w: %d live sessions", ErrLimit, len(e.sessions))
 	}
 	e.sessions[id] = s // reserve the id while the shell starts
+	e.creating.Add(1)  // Close waits for it (under mu: before Close's Wait)
 	e.mu.Unlock()
+	defer e.creating.Done()
 
 	if err := s.start(env); err != nil {
 		e.mu.Lock()
@@ -133,7 +135,19 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		s.removeFiles()
 		return SessionInfo{}, err
 	}
-	s.ready.Store(true)
+	// Ready under mu: Close kills the ready sessions it lists and leaves
+	// the others to their creator, here.
+	e.mu.Lock()
+	closed := e.closed
+	if !closed {
+		s.ready.Store(true)
+	}
+	e.mu.Unlock()
+	if closed {
+		s.kill("engine closed")
+		s.removeFiles()
+		return SessionInfo{}, ErrClosed
+	}
 	return s.info(), nil
 }
 

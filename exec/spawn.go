@@ -92,6 +92,14 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.killTree, p.ownTree = child.KillTree, true
 	p.signal = child.SignalGroup
 	p.mu.Unlock()
+	// Close may have listed p before it had a tree to kill: then the kill
+	// is ours (see Close; the two locks order it either way).
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		go func() { _ = child.KillTree(killTERM, e.cfg.KillGrace) }() // Best effort: supervise reaps it
+	}
 	e.emit("process.started", p) // before supervise can emit the exit
 	go e.supervise(p, child, drains, timeout)
 	return nil
