@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"syscall"
@@ -27,8 +28,9 @@ type Attachment struct {
 	// Owned by the goroutine calling Next.
 	gap      int64  // initial gap not yet reported
 	gapAt    int64  // where delivery resumes after it
-	replay   []byte // filtered replay not yet delivered
-	syncAt   int64
+	modes    []byte // terminal modes to set ahead of the replay, not yet delivered
+	rpos     int64  // next replayed byte, read from the ring as it is delivered
+	syncAt   int64  // the end of the replay: the first live byte
 	synced   bool
 	exitSent bool
 }
@@ -62,16 +64,19 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	start = min(start, end)
 	// Replay needs the bytes before start to find a boundary; when start
 	// is the oldest retained byte of a stream that lost its head, none are
-	// known.
+	// known. Only that window is copied here: the replay itself is read
+	// from the ring as Next delivers it, so an attachment whose reader
+	// never takes it holds no copy of the ring (a client opening many
+	// channels it never reads held a megabyte each).
 	known := start > first || first == 0
 	ctxStart := start
 	if known {
 		ctxStart = max(first, start-lookBehind)
 	}
-	var scratch []byte
-	if end > ctxStart {
-		scratch = make([]byte, end-ctxStart)
-		t.ring.read(ctxStart, scratch)
+	var win []byte
+	if winEnd := min(end, start+lookAhead); winEnd > ctxStart {
+		win = make([]byte, winEnd-ctxStart)
+		t.ring.read(ctxStart, win)
 	}
 	a.pos, a.syncAt = end, end
 	if t.atts == nil {
@@ -81,36 +86,45 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	t.mu.Unlock()
 
 	i := 0
-	if len(scratch) > 0 {
-		sevenBitC1(scratch)
-		i = alignStart(scratch, int(start-ctxStart), known)
-		a.replay = dropQueries(scratch[i:])
+	if len(win) > 0 {
+		sevenBitC1(win)
+		i = alignStart(win, int(start-ctxStart), known)
 	}
-	var modes []byte
+	a.rpos = min(ctxStart+int64(i), end)
 	if lost || (opts.ResetModes && opts.From < 0) {
-		modes = termmodes.AppendResetAll(modes)
+		a.modes = termmodes.AppendResetAll(a.modes)
 	}
 	if restore {
-		// Here scratch starts at first. The bytes replay skips may end a
+		// Here win starts at first. The bytes replay skips may end a
 		// sequence that set a mode.
-		head.Feed(scratch[:i])
+		head.Feed(win[:i])
 		if lost || !head.Default() {
-			modes = head.AppendRestore(modes)
-			if head.AltScreen() && !opts.ReadOnly && altScreenAtEnd(head, scratch[i:]) {
+			a.modes = head.AppendRestore(a.modes)
+			if head.AltScreen() && !opts.ReadOnly && t.altScreenAtEnd(head, a.rpos, end) {
 				t.redraw()
 			}
 		}
-	}
-	if len(modes) > 0 {
-		a.replay = append(modes, a.replay...)
 	}
 	return a, info, nil
 }
 
 // altScreenAtEnd reports whether a full-screen program that was drawing
-// at the ring's head (head) still is after the retained bytes.
-func altScreenAtEnd(head termmodes.Modes, retained []byte) bool {
-	head.Feed(retained)
+// at the ring's head (head) still is after the retained bytes [from, to),
+// read from the ring a piece at a time. Bytes the ring drops meanwhile
+// are skipped: the answer only decides whether to ask for a redraw.
+func (t *Terminal) altScreenAtEnd(head termmodes.Modes, from, to int64) bool {
+	var buf [16 << 10]byte
+	for from < to {
+		t.mu.Lock()
+		from = max(from, t.ring.first())
+		n := t.ring.read(from, buf[:min(int64(len(buf)), max(0, to-from))])
+		t.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		head.Feed(buf[:n])
+		from += int64(n)
+	}
 	return head.AltScreen()
 }
 
@@ -147,14 +161,19 @@ func (a *Attachment) Next(ctx context.Context, buf []byte) (Event, error) {
 		a.gap = 0
 		return Event{Kind: EventGap, Bytes: g, Offset: a.gapAt}, nil
 	}
-	if len(a.replay) > 0 {
-		n := copy(buf, a.replay)
-		a.replay = a.replay[n:]
+	if len(a.modes) > 0 {
+		n := copy(buf, a.modes)
+		a.modes = a.modes[n:]
 		return Event{Kind: EventData, Data: buf[:n], Offset: -1}, nil
+	}
+	for a.rpos < a.syncAt {
+		if ev, ok := a.nextReplay(buf); ok {
+			return ev, nil
+		}
 	}
 	if !a.synced {
 		a.synced = true
-		a.replay = nil
+		a.modes = nil
 		return Event{Kind: EventSync, Offset: a.syncAt}, nil
 	}
 	for {
@@ -203,6 +222,52 @@ func (a *Attachment) Next(ctx context.Context, buf []byte) (Event, error) {
 			return Event{}, ctx.Err()
 		}
 	}
+}
+
+// nextReplay reads the next piece of the replay from the ring into buf and
+// filters it (see filter.go); ok is false when the piece was all queries.
+// A piece ends before a sequence it would cut, so that the filter sees
+// it whole in the next. Bytes the ring dropped before they were replayed
+// are a gap, after which the replay resumes at a boundary.
+func (a *Attachment) nextReplay(buf []byte) (ev Event, ok bool) {
+	t := a.t
+	t.mu.Lock()
+	if first := t.ring.first(); a.rpos < first {
+		var win [lookAhead]byte
+		n := t.ring.read(first, win[:min(int64(len(win)), a.syncAt-first)])
+		t.mu.Unlock()
+		sevenBitC1(win[:n])
+		to := min(first+int64(alignStart(win[:n], 0, false)), a.syncAt)
+		ev = Event{Kind: EventGap, Bytes: to - a.rpos, Offset: to}
+		a.rpos = to
+		return ev, true
+	}
+	n := t.ring.read(a.rpos, buf[:min(int64(len(buf)), a.syncAt-a.rpos)])
+	t.mu.Unlock()
+	if n == 0 { // cannot happen while rpos lies in the ring; never spin
+		a.rpos = a.syncAt
+		return Event{}, false
+	}
+	piece := buf[:n]
+	if a.rpos+int64(n) < a.syncAt {
+		// Hold back a UTF-8 C1 pair or an escape sequence the piece cuts
+		// (unless the piece is all sequence: buf is too small to filter it).
+		if n > 1 && piece[n-1] == 0xc2 {
+			piece = piece[:n-1]
+		}
+		sevenBitC1(piece)
+		if e := bytes.LastIndexByte(piece, esc); e > 0 && seqLen(piece[e:]) < 0 {
+			piece = piece[:e]
+		}
+	} else {
+		sevenBitC1(piece)
+	}
+	a.rpos += int64(len(piece))
+	out := dropQueries(piece)
+	if len(out) == 0 {
+		return Event{}, false
+	}
+	return Event{Kind: EventData, Data: out, Offset: -1}, true
 }
 
 // SetInline lets the terminal's reader hand a small piece of output (an

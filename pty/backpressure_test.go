@@ -3,6 +3,7 @@ package pty
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,4 +141,38 @@ func TestNextHonoursContextAndDetach(t *testing.T) {
 	if err := recvOrTimeout(t, errc, "detached next"); !errors.Is(err, ErrDetached) {
 		t.Fatalf("got %v, want ErrDetached", err)
 	}
+}
+
+// Attachments whose reader never takes the replay hold no copy of the
+// ring: a client opening many channels it never reads must not grow the
+// daemon by a ring each.
+func TestUnreadAttachmentsHoldNoReplayCopy(t *testing.T) {
+	m := newTestManager(t, Config{RingSize: 1 << 20})
+	term := startBash(t, m, "")
+	c := attach(t, term, AttachOptions{From: -1})
+	typeLine(t, term, `head -c 1100000 /dev/zero | tr '\0' a; echo do''ne`)
+	c.waitFor(t, "done")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	atts := make([]*Attachment, 0, 100)
+	for range 100 {
+		a, _, err := term.Attach(AttachOptions{From: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		atts = append(atts, a)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 16<<20 {
+		t.Errorf("100 unread attachments of a 1 MiB ring grew the heap by %d MiB", grew>>20)
+	}
+	// Each still replays the whole ring when read.
+	got := collect(t, atts[99])
+	got.waitSync(t)
+	if r := got.replayString(); strings.Count(r, "a") < 1<<20-4096 {
+		t.Errorf("replay of an attachment read late: %d bytes of output", strings.Count(r, "a"))
+	}
+	runtime.KeepAlive(atts)
 }

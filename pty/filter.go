@@ -134,10 +134,11 @@ func sevenBitC1(b []byte) {
 	}
 }
 
-// dropQueries returns b without the complete terminal queries it holds.
-// An incomplete sequence at the end is kept: it continues in live output.
+// dropQueries returns b without the complete terminal queries it holds,
+// in place (b's bytes are reused). An incomplete sequence at the end is
+// kept: it continues in live output.
 func dropQueries(b []byte) []byte {
-	out := b[:0:0]
+	out := b[:0] // only ever shorter than what was read: in place is safe
 	for {
 		i := bytes.IndexByte(b, esc)
 		if i < 0 {

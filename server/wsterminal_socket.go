@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/sys/unix"
 
 	"github.com/muxd/muxd/internal/proc"
 	"github.com/muxd/muxd/pty"
@@ -96,6 +97,14 @@ func (s *termSocket) serve(ctx context.Context, conn *websocket.Conn, t *pty.Ter
 	defer cancel()
 	if s.raw != nil {
 		a.SetInline(func(p []byte) bool { return s.sendNow(ctx, conn, p) })
+		// A peer that vanished without a reset (a network cut) leaves the
+		// pings unacknowledged: the kernel then fails the socket, which
+		// ends the wait of a ping the read loop cannot see answered.
+		if ms := 2 * h.opts.PingInterval.Milliseconds(); ms > 0 {
+			_ = s.raw.Control(func(fd uintptr) {
+				_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(ms)) // Best effort.
+			})
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -294,8 +303,11 @@ func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 		pctx, cancel := context.WithTimeout(ctx, 2*every)
 		err := conn.Ping(pctx)
 		cancel()
-		if err != nil && ctx.Err() == nil && s.blockedWithin(2*every) {
-			continue // the pong waits behind a paste the program has not read
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && s.blockedWithin(2*every) {
+			// No pong, but none could be read: the read loop is typing a
+			// paste the program does not take. A vanished peer still
+			// fails the next ping's write.
+			continue
 		}
 		if err != nil {
 			if ctx.Err() == nil {
