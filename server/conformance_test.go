@@ -296,6 +296,22 @@ func TestSessionMethodsConform(t *testing.T) {
 		if l := mustCall(t, conn, "process.list", obj{"sessionId": "s1"})["processes"].([]any); len(l) != 1 {
 			t.Fatalf("process.list of s1: got %v", l)
 		}
+		// A long command is cut in lists (4 KiB and "…"), whole in process.get.
+		long := ": '" + strings.Repeat("é", 3000) + "'; exec sleep 30"
+		mustCall(t, conn, "process.start", obj{"command": long, "id": "long"})
+		l := mustCall(t, conn, "process.list", obj{"sessionId": ""})["processes"].([]any)
+		for _, p := range l {
+			if p.(map[string]any)["id"] == "long" {
+				c := p.(map[string]any)["command"].(string)
+				if len(c) > 4<<10+len("…") || !strings.HasSuffix(c, "…") || !strings.HasPrefix(long, strings.TrimSuffix(c, "…")) {
+					t.Fatalf("a long command in process.list: %d bytes, %q…", len(c), c[:20])
+				}
+			}
+		}
+		if p := mustCall(t, conn, "process.get", obj{"id": "long"}); p["command"] != long {
+			t.Fatalf("process.get of a long command: cut")
+		}
+		mustCall(t, conn, "process.kill", obj{"id": "long", "signal": "KILL"})
 		mustCall(t, conn, "session.delete", obj{"id": "s1"})
 		if p := mustCall(t, conn, "process.get", obj{"id": "bg"}); p["status"] != "running" {
 			t.Fatalf("after session.delete: got %v", p)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/muxd/muxd/exec"
 	"github.com/muxd/muxd/mux"
@@ -36,6 +37,24 @@ func toWire(p exec.ProcessInfo) processWire {
 	return processWire{ID: p.ID, Instance: p.Instance, Pid: p.Pid, Command: p.Command, SessionID: p.SessionID,
 		Status: p.Status, ExitCode: p.ExitCode, Signal: nullString(p.Signal), StartedAt: rfc3339ms(p.StartedAt),
 		EndedAt: wireTime(p.EndedAt), StdoutBytes: p.StdoutBytes, StderrBytes: p.StderrBytes}
+}
+
+// listedCommand is how much of each command process.list carries: a few
+// processes started with long scripts made the whole list larger than a
+// response may be. process.get has the command whole.
+const listedCommand = 4 << 10
+
+// cutCommand cuts a command to listedCommand bytes, on a character
+// boundary, marked with "…".
+func cutCommand(c string) string {
+	if len(c) <= listedCommand {
+		return c
+	}
+	cut := listedCommand
+	for cut > 0 && !utf8.RuneStart(c[cut]) {
+		cut--
+	}
+	return c[:cut] + "…"
 }
 
 type processStartParams struct {
@@ -108,7 +127,9 @@ func (b *backend) processList(ctx context.Context, c *mux.Conn, params json.RawM
 	list := b.engine.e.ListProcesses(p.SessionID)
 	out := make([]processWire, 0, len(list))
 	for _, info := range list {
-		out = append(out, toWire(info))
+		w := toWire(info)
+		w.Command = cutCommand(w.Command)
+		out = append(out, w)
 	}
 	return map[string]any{"processes": out}, nil
 }
