@@ -240,6 +240,20 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
+// wantGone waits for pid to end (a kill's SIGKILL is finished by the
+// kernel soon after KillTree returns) and fails, killing it, if it lives.
+func wantGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // no event to wait on for a foreign pid
+	}
+	if alive(pid) {
+		t.Errorf("pid %d survived %s", pid, what)
+		_ = syscall.Kill(pid, syscall.SIGKILL) // ours: do not leave it running
+	}
+}
+
 // What an exited shell left running (`server & exit`, nohup'd or not)
 // goes with the terminal: nothing else can reach it.
 func TestDestroyAfterExitKillsWhatTheShellLeft(t *testing.T) {
@@ -263,14 +277,7 @@ func TestDestroyAfterExitKillsWhatTheShellLeft(t *testing.T) {
 			if err := m.Destroy("left"); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(waitLimit)
-			for alive(pid) && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond) // no event to wait on for a foreign pid
-			}
-			if alive(pid) {
-				t.Errorf("pid %d survived the destroy of its exited terminal", pid)
-				_ = syscall.Kill(pid, syscall.SIGKILL) // ours: do not leave it running
-			}
+			wantGone(t, pid, "the destroy of its exited terminal")
 		})
 	}
 }
@@ -311,14 +318,7 @@ func TestDestroyKillsChildren(t *testing.T) {
 	// KillTree returns once the survivors of the grace were sent SIGKILL;
 	// the kernel finishes them soon after.
 	for _, pid := range append(pids, shell) {
-		deadline := time.Now().Add(waitLimit)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond) // no event to wait on for a foreign pid
-		}
-		if alive(pid) {
-			t.Errorf("pid %d survived destroy", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL) // ours: do not leave it running
-		}
+		wantGone(t, pid, "destroy")
 	}
 	if got := c.waitExit(t); got.Signal == "" {
 		t.Fatalf("exit after destroy: got %+v, want a signal", got)
