@@ -1,7 +1,6 @@
 package pty
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"syscall"
@@ -89,6 +88,21 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	if len(win) > 0 {
 		sevenBitC1(win)
 		i = alignStart(win, int(start-ctxStart), known)
+		// A sequence open across start and past the window (an OSC 52
+		// payload, an image) must be skipped whole: read further, a
+		// larger window at a time, while the ring still holds it.
+		for i == len(win) && ctxStart+int64(len(win)) < end {
+			t.mu.Lock()
+			if t.ring.first() > ctxStart {
+				t.mu.Unlock()
+				break
+			}
+			win = make([]byte, min(end-ctxStart, 4*int64(len(win))))
+			t.ring.read(ctxStart, win)
+			t.mu.Unlock()
+			sevenBitC1(win)
+			i = alignStart(win, int(start-ctxStart), known)
+		}
 	}
 	a.rpos = min(ctxStart+int64(i), end)
 	if lost || (opts.ResetModes && opts.From < 0) {
@@ -233,6 +247,15 @@ func (a *Attachment) nextReplay(buf []byte) (ev Event, ok bool) {
 	t := a.t
 	t.mu.Lock()
 	if first := t.ring.first(); a.rpos < first {
+		if first >= a.syncAt {
+			// The ring moved past the whole replay (a stalled viewer the
+			// reader stopped waiting for): what is left of it is a gap,
+			// and the live bytes' own gap follows from Next.
+			t.mu.Unlock()
+			ev = Event{Kind: EventGap, Bytes: a.syncAt - a.rpos, Offset: a.syncAt}
+			a.rpos = a.syncAt
+			return ev, true
+		}
 		var win [lookAhead]byte
 		n := t.ring.read(first, win[:min(int64(len(win)), a.syncAt-first)])
 		t.mu.Unlock()
@@ -256,7 +279,7 @@ func (a *Attachment) nextReplay(buf []byte) (ev Event, ok bool) {
 			piece = piece[:n-1]
 		}
 		sevenBitC1(piece)
-		if e := bytes.LastIndexByte(piece, esc); e > 0 && seqLen(piece[e:]) < 0 {
+		if e := openTail(piece); e > 0 {
 			piece = piece[:e]
 		}
 	} else {

@@ -176,3 +176,39 @@ func TestUnreadAttachmentsHoldNoReplayCopy(t *testing.T) {
 	}
 	runtime.KeepAlive(atts)
 }
+
+// A viewer that stalls during its replay while the ring moves past all of
+// it gets the lost replay as a gap: Next must not fail (it panicked).
+func TestReplayOverrunWhileStalledIsAGap(t *testing.T) {
+	m := newTestManager(t, Config{RingSize: 64 << 10, StallTimeout: 50 * time.Millisecond})
+	term := startBash(t, m, "")
+	c := attach(t, term, AttachOptions{From: -1})
+	typeLine(t, term, `head -c 20000 /dev/zero | tr '\0' a; echo; echo one-$((1+1))`)
+	c.waitFor(t, "one-2")
+	late, _, err := term.Attach(AttachOptions{From: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Detach()
+	typeLine(t, term, `head -c 400000 /dev/zero | tr '\0' b; echo; echo two-$((1+1))`)
+	c.waitFor(t, "two-2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	buf := make([]byte, 4096)
+	gaps := 0
+	for range 1000 {
+		ev, err := late.Next(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == EventGap {
+			gaps++
+		}
+		if ev.Kind == EventSync {
+			break
+		}
+	}
+	if gaps == 0 {
+		t.Fatal("a replay the ring overran: no gap")
+	}
+}

@@ -134,6 +134,24 @@ func sevenBitC1(b []byte) {
 	}
 }
 
+// openTail returns where the escape sequence still open at the end of b
+// begins (an OSC whose ST is cut between its ESC and backslash is open
+// from its own ESC), or len(b) if none is.
+func openTail(b []byte) int {
+	at := 0
+	for {
+		i := bytes.IndexByte(b[at:], esc)
+		if i < 0 {
+			return len(b)
+		}
+		n := seqLen(b[at+i:])
+		if n < 0 {
+			return at + i
+		}
+		at += i + n
+	}
+}
+
 // dropQueries returns b without the complete terminal queries it holds,
 // in place (b's bytes are reused). An incomplete sequence at the end is
 // kept: it continues in live output.

@@ -117,15 +117,19 @@ func FuzzReplayFilter(f *testing.F) {
 		if i < at || i > len(b) {
 			t.Fatalf("alignStart out of range: %d", i)
 		}
+		in := bytes.Clone(b[i:]) // dropQueries works in place
 		out := dropQueries(b[i:])
-		if len(out) > len(b)-i {
+		if len(out) > len(in) {
 			t.Fatalf("dropQueries grew the input")
 		}
-		if utf8.Valid(b) && !utf8.Valid(out) {
-			t.Fatalf("dropQueries broke UTF-8: %q -> %q", b[i:], out)
+		if utf8.Valid(in) && !utf8.Valid(out) {
+			t.Fatalf("dropQueries broke UTF-8: %q -> %q", in, out)
 		}
-		if !bytes.Contains(b, []byte{esc}) && !bytes.Equal(out, b[i:]) {
+		if !bytes.Contains(in, []byte{esc}) && !bytes.Equal(out, in) {
 			t.Fatalf("text without ESC changed")
+		}
+		if e := openTail(in); e < len(in) && (in[e] != esc || seqLen(in[e:]) >= 0) {
+			t.Fatalf("openTail(%q) = %d: not an open sequence", in, e)
 		}
 	})
 }

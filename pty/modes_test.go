@@ -158,3 +158,36 @@ func lastTick(s string) int {
 	}
 	return n
 }
+
+// The replay is read a piece at a time: a query cut between its ESC and
+// the backslash of its ST is still dropped whole, and a cursor inside a
+// long sequence (an OSC 52 payload) starts after it, however long.
+func TestReplayPiecesKeepSequencesWhole(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		from   int64
+		wait   string
+		absent string
+		want   string
+	}{
+		{"ST cut by the piece", `print "x" x 4089, "\e]11;?\e\\", "tail\n"; sleep 30`, -1, "tail", "\x1b]11;?", "tail"},
+		{"cursor inside a long OSC", `print "abc\e]52;c;", "Q" x 10000, "\a", "after\n"; sleep 30`, 20, "after", "Q", "after"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newTestManager(t, Config{})
+			term, err := m.Create(CreateOptions{Shell: "perl", Args: []string{"-e", "$| = 1; " + tc.script}})
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			c := attach(t, term, AttachOptions{From: -1})
+			c.waitFor(t, tc.wait)
+			late := attach(t, term, AttachOptions{From: tc.from})
+			late.waitSync(t)
+			if r := late.replayString(); strings.Contains(r, tc.absent) || !strings.Contains(r, tc.want) {
+				t.Fatalf("replay from %d holds %q: %v, or lacks %q (%d bytes)", tc.from, tc.absent, strings.Contains(r, tc.absent), tc.want, len(r))
+			}
+		})
+	}
+}
