@@ -58,6 +58,7 @@ type session struct {
 	mu         sync.Mutex
 	busy       bool
 	busySince  uint64 // when the command began, in proc.Ticks
+	lastJob    int    // the shell's $! after the last command (0: none)
 	gen        uint64 // counts commands, so a follow-up knows its own
 	flagged    bool   // the interrupt flag file D/n exists (see wrapper.go)
 	jobControl bool   // the last marker's $- had m (set -m), or the command may turn it on
@@ -480,12 +481,18 @@ func takeMarker(line []byte, mark string) (code int, flags string, rest []byte, 
 	return 0, "", line, false
 }
 
-// noteFlags keeps what the shell's $- says about job control (set -m):
-// see interrupt.
+// noteFlags keeps what the marker's "$- $!" says: whether job control
+// (set -m) is on, and the last background job the shell started (0:
+// none), which an interrupt of the next command must spare even when it
+// started too close to that command for start times to tell (see
+// interrupt).
 func (s *session) noteFlags(flags string) {
-	jc := strings.IndexByte(flags, 'm') >= 0
+	dash, bang, _ := strings.Cut(flags, " ")
+	jc := strings.IndexByte(dash, 'm') >= 0
+	job, _ := strconv.Atoi(bang) // Best effort: 0 when none
 	s.mu.Lock()
 	s.jobControl = jc
+	s.lastJob = job
 	s.mu.Unlock()
 }
 
@@ -650,7 +657,10 @@ func (s *session) interrupt() {
 	mark.forking = s.child.ForkingChildren(unix.SIGINT, mark.at) // last: closest to the signal
 	// The command's processes, not the background jobs of earlier ones
 	// that share the shell's group.
-	_ = s.child.SignalForeground(unix.SIGINT, since) // Best effort: it may have ended.
+	s.mu.Lock()
+	lastJob := s.lastJob
+	s.mu.Unlock()
+	_ = s.child.SignalForeground(unix.SIGINT, since, lastJob) // Best effort: it may have ended.
 	s.child.SignalNewChildGroups(unix.SIGINT, since)
 	s.followUpLocked(gen, mark)
 }

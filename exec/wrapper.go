@@ -51,7 +51,7 @@ import (
 //	POST      = __muxd_b=${__muxd_b:-$?} __muxd_p=; [[ ! -e $__muxd_N ]] || __muxd_b=130
 //	            \builtin eval "$__muxd_R"; END($?)
 //	END(S)    = __muxd_rc=${__muxd_b:-S}; __muxd_p=; TRAP
-//	            \builtin printf 'MARK %s %s\n' "$__muxd_rc" "$-" >&51 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x || FATAL
+//	            \builtin printf 'MARK %s %s %s\n' "$__muxd_rc" "$-" "${!-}" >&51 || \builtin printf '%s\n' "$__muxd_rc" >|D/x/x || FATAL
 //	FATAL     = { __muxd_e=${__muxd_0:?WORDS};} 2>&52   (ends the shell: see fatal)
 //
 // Why each piece:
@@ -117,7 +117,8 @@ import (
 //     returns from a sourced file wherever it lands in it, and an undo
 //     there could be skipped. With the pending mark cleared first, the
 //     trap neither breaks out of the undo nor changes the status.
-//   - $- in the marker tells Go whether job control (set -m) is on; see
+//   - $- in the marker tells Go whether job control (set -m) is on, and
+//     $! the last background job the shell started; see
 //     session.interrupt.
 //   - if the pipe is unusable, the exit record file is the fallback,
 //     picked up by the exit watcher.
@@ -159,7 +160,7 @@ func loopText(dir, mark string) string {
 	unread := `-*) ` + fatal(noReadWords) + `;; `
 	end := func(status string) string {
 		return `__muxd_rc=${__muxd_b:-` + status + `};__muxd_p=;` + trap + `;` +
-			`\builtin printf '` + mark + ` %s %s\n' "$__muxd_rc" "$-" >&51||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x") +
+			`\builtin printf '` + mark + ` %s %s %s\n' "$__muxd_rc" "$-" "${!-}" >&51||\builtin printf '%s\n' "$__muxd_rc" >|` + q("x/x") +
 			`||` + fatal(noMarkerWords)
 	}
 	// After a break out of the command loop (the trap's, or the user's

@@ -327,16 +327,22 @@ func (p *Process) CPUTicks() uint64 {
 // starts such jobs with SIGINT ignored, but node, Python, Perl and Go
 // programs install their own handlers and died of it.
 //
+// Start times count in clock ticks (10 ms), so a job started by the
+// previous command just before this one began cannot be told apart by
+// them: job, the last job the shell started before the command (its $!;
+// 0 if none), counts as older whatever its start time, unless it started
+// after since (then the pid is another process's now).
+//
 // When no older member is found it signals the whole group, as
 // [Process.SignalGroup] does, so nothing forked during the scan is
 // missed; else each chosen member by pid, twice over (a second scan
 // catches what they forked meanwhile). since 0 means the whole group.
-func (p *Process) SignalForeground(sig syscall.Signal, since uint64) error {
+func (p *Process) SignalForeground(sig syscall.Signal, since uint64, job int) error {
 	if since == 0 {
 		return p.SignalGroup(sig)
 	}
 	procs := snapshot()
-	fg, older := foreground(p.Pid, procs, since)
+	fg, older := foreground(p.Pid, procs, since, job)
 	if !older {
 		return p.SignalGroup(sig)
 	}
@@ -348,7 +354,7 @@ func (p *Process) SignalForeground(sig syscall.Signal, since uint64) error {
 			}
 		}
 		if round == 0 {
-			fg, _ = foreground(p.Pid, snapshot(), since)
+			fg, _ = foreground(p.Pid, snapshot(), since, job)
 		}
 	}
 	return nil
@@ -356,15 +362,19 @@ func (p *Process) SignalForeground(sig syscall.Signal, since uint64) error {
 
 // foreground returns the members of leader's group that the command begun
 // at since runs (see SignalForeground), and whether any member predates
-// it. A member is the command's when neither it nor any ancestor up to
-// the leader started before since (a tick of slack: start times are
-// floored).
-func foreground(leader int, procs []procStat, since uint64) (fg []int, older bool) {
+// it. A member is the command's when neither it nor any ancestor in the
+// group up to the leader started before since (a tick of slack: start
+// times are floored) or is job. An ancestor outside the group (muxd or
+// init, which adopted an orphan) ends the walk: it says nothing of when
+// the command began.
+func foreground(leader int, procs []procStat, since uint64, job int) (fg []int, older bool) {
 	byPid := make(map[int]procStat, len(procs))
 	for _, st := range procs {
 		byPid[st.pid] = st
 	}
-	isOld := func(st procStat) bool { return st.start+1 < since }
+	isOld := func(st procStat) bool {
+		return st.start+1 < since || (st.pid == job && st.start <= since+1)
+	}
 	for _, st := range procs {
 		if st.pgid != leader || st.state == 'Z' {
 			continue
@@ -381,8 +391,8 @@ func foreground(leader int, procs []procStat, since uint64) (fg []int, older boo
 				break
 			}
 			parent, ok := byPid[cur.ppid]
-			if !ok || parent.pid == leader {
-				break // up to the shell, or orphaned after the command began
+			if !ok || parent.pid == leader || parent.pgid != leader {
+				break // up to the shell, or an orphan's adopter outside the group
 			}
 			cur = parent
 		}

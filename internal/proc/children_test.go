@@ -251,3 +251,37 @@ sleep 60`}, Env: env, Stdout: outW})
 		return len(p.LeftFork(forking, unix.SIGINT)) == 0
 	})
 }
+
+// foreground picks what a session's running command started in the
+// shell's group (leader 100): not earlier commands' jobs nor what they
+// fork, not the shell's last job ($!) even in the command's clock tick,
+// and the command's own orphans whatever adopted them.
+func TestForegroundPicksTheRunningCommandsProcesses(t *testing.T) {
+	const since = 1000
+	st := func(pid, ppid, pgid int, start uint64) procStat {
+		return procStat{pid: pid, ppid: ppid, pgid: pgid, start: start, state: 'S'}
+	}
+	tests := []struct {
+		name  string
+		procs []procStat
+		job   int
+		fg    []int
+		older bool
+	}{
+		{"the command alone", []procStat{st(100, 50, 100, 900), st(200, 100, 100, 1005)}, 0, []int{100, 200}, false},
+		{"an old job and its new child", []procStat{st(100, 50, 100, 900), st(150, 100, 100, 800), st(151, 150, 100, 1005), st(200, 100, 100, 1005)}, 0, []int{100, 200}, true},
+		{"the last job, in the command's tick", []procStat{st(100, 50, 100, 900), st(190, 100, 100, 1000), st(191, 190, 100, 1003), st(200, 100, 100, 1000)}, 190, []int{100, 200}, true},
+		{"a pid like the last job's, started later", []procStat{st(100, 50, 100, 900), st(190, 100, 100, 1010)}, 190, []int{100, 190}, false},
+		{"an orphan adopted by muxd", []procStat{st(50, 1, 50, 10), st(100, 50, 100, 900), st(200, 100, 100, 1005), st(300, 50, 100, 1006)}, 0, []int{100, 200, 300}, false},
+		{"other groups and zombies", []procStat{st(100, 50, 100, 900), st(400, 100, 400, 1005), {pid: 201, ppid: 100, pgid: 100, start: 1005, state: 'Z'}}, 0, []int{100}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fg, older := foreground(100, tt.procs, since, tt.job)
+			slices.Sort(fg)
+			if !slices.Equal(fg, tt.fg) || older != tt.older {
+				t.Fatalf("foreground = %v, older %v; want %v, %v", fg, older, tt.fg, tt.older)
+			}
+		})
+	}
+}
