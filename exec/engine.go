@@ -226,6 +226,10 @@ func (e *Engine) register(p *process) error {
 		if !old.ended() {
 			return fmt.Errorf("%w: process %q is running", ErrAlreadyExists, p.id)
 		}
+		if old.pinned > 0 {
+			// Its exec call has yet to read the result it answers with.
+			return fmt.Errorf("%w: exec %q is still answering", ErrAlreadyExists, p.id)
+		}
 		e.dropLocked(old)
 		go old.removeFiles() // the lock is held: file removal happens outside it
 	}

@@ -300,6 +300,10 @@ func (e *Engine) ReadOutput(id string, stream Stream, from, length int64) (data 
 	l := p.log(stream)
 	for range 8 { // the window can move under a reader; retry a few times
 		first, end, _ = l.bounds()
+		// While an append longer than the ring is written, first runs
+		// ahead of end (see outputLog.append): report no retained bytes
+		// rather than first > end.
+		first = min(first, end)
 		if length == 0 {
 			return nil, first, end, nil
 		}
@@ -315,7 +319,7 @@ func (e *Engine) ReadOutput(id string, stream Stream, from, length int64) (data 
 		if n == 0 && off < first2 {
 			continue
 		}
-		return buf[:n], first2, end, nil
+		return buf[:n], min(first2, end), end, nil
 	}
 	return []byte{}, first, end, nil
 }

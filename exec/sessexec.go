@@ -63,6 +63,9 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 		// cd, not pushd: the directory stack is the user's. PWD and
 		// OLDPWD come back as they were.
 		b.WriteString("__muxd_od=${OLDPWD-} __muxd_os=${OLDPWD+1} __muxd_wd=${PWD:-/}\n")
+		if !filepath.IsAbs(cwd) {
+			cwd = "./" + cwd // never through the session's CDPATH (which also prints)
+		}
 		fmt.Fprintf(&b, "\\builtin cd -- %s||\\builtin return 1\n", shQuote(cwd))
 	}
 	fmt.Fprintf(&b, "\\builtin source %s\n", shQuote(userPath))

@@ -253,3 +253,22 @@ func TestSnapshotProcessOverridesAndStdin(t *testing.T) {
 		t.Errorf("session after snapshot process: %q", r.Stdout)
 	}
 }
+
+// An ID is not taken over while its exec has yet to read the result it
+// answers with (the record is pinned between its end and the answer).
+func TestReusedIDWaitsForTheExecStillAnswering(t *testing.T) {
+	e := newTestEngine(t)
+	mustExec(t, e, ExecRequest{ID: "x", Command: "echo one"})
+	e.mu.Lock()
+	e.procs["x"].pinned++ // as between p.end() and the result's read
+	e.mu.Unlock()
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{ID: "x", Command: "echo two"}); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("reusing the ID of an exec still answering: %v, want ErrAlreadyExists", err)
+	}
+	e.mu.Lock()
+	e.procs["x"].pinned--
+	e.mu.Unlock()
+	if r := mustExec(t, e, ExecRequest{ID: "x", Command: "echo two"}); string(r.Stdout) != "two\n" {
+		t.Fatalf("reusing the ID once answered: %q", r.Stdout)
+	}
+}

@@ -70,7 +70,7 @@ func TestSessionPerCommandOverridesDoNotPersist(t *testing.T) {
 	// Under set -k, an assignment after `export` went to its environment:
 	// the override was lost and export listed every variable instead.
 	// A relative cwd is the session's: resolved against its cwd.
-	mustExec(t, e, ExecRequest{SessionID: sid, Command: "set -k; cd " + dir + "; mkdir -p sub"})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "set -k; cd " + dir + "; mkdir -p sub; mkdir -p cdpath/sub; CDPATH=" + dir + "/cdpath"})
 	r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "pwd; echo $X", Cwd: "sub", Env: map[string]*string{"X": strp("over")}})
 	if want := dir + "/sub\nover\n"; string(r.Stdout) != want {
 		t.Errorf("overrides under set -k, relative cwd: %q, want %q", r.Stdout, want)

@@ -45,18 +45,25 @@ func makeRunDir(dataDir string) (*runDir, error) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 		return nil, fmt.Errorf("%w: --data-dir %s belongs to uid %d, not to muxd's uid %d (pick another)", ErrConfig, dataDir, st.Uid, os.Getuid())
 	}
-	dir, err := os.MkdirTemp(dataDir, "run-")
+	// Made and locked under a name the stale-run cleanup does not look
+	// at, then renamed: another daemon starting on the same data dir
+	// must never find it unlocked.
+	tmp, err := os.MkdirTemp(dataDir, ".new-run-")
 	if err != nil {
 		return nil, fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, runLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	dir := filepath.Join(dataDir, "run-"+strings.TrimPrefix(filepath.Base(tmp), ".new-run-"))
+	f, err := os.OpenFile(filepath.Join(tmp, runLockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err == nil {
-		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			err = os.Rename(tmp, dir)
+		}
+		if err != nil {
 			_ = f.Close()
 		}
 	}
 	if err != nil {
-		_ = os.RemoveAll(dir) // Best effort.
+		_ = os.RemoveAll(tmp) // Best effort.
 		return nil, fmt.Errorf("%w: --data-dir %s: locking this run's directory: %v", ErrConfig, dataDir, err)
 	}
 	return &runDir{path: dir, lock: f}, nil

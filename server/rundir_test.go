@@ -72,6 +72,18 @@ func TestStaleRunFilesAreRemovedAtStart(t *testing.T) {
 			t.Errorf("%s: removed, want kept", p)
 		}
 	}
+	// This run's directory is locked from the moment it bears its name.
+	own, err := os.OpenFile(filepath.Join(s.DataDir(), runLockName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(own.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		t.Errorf("this run's lock is free")
+	}
+	_ = own.Close()
+	if leftover, _ := filepath.Glob(filepath.Join(dataDir, ".new-run-*")); len(leftover) != 0 {
+		t.Errorf("left while making the run dir: %v", leftover)
+	}
 	// This run notes its own session files, and removes both at the end.
 	note, err := os.ReadFile(filepath.Join(s.DataDir(), runShmName))
 	if err != nil || !filepath.IsAbs(string(note)) || gone(string(note)) {

@@ -33,12 +33,14 @@ type termSocket struct {
 	conn    *websocket.Conn
 	closing bool
 
-	// typing is set while the read loop is blocked typing a message into
-	// a program that does not read it; typedAt is when it last ended
-	// (UnixNano). A pong is only seen by a reading socket, so a ping
-	// unanswered then says nothing about the peer.
-	typing  atomic.Bool
-	typedAt atomic.Int64
+	// typingSince is when the read loop began typing the message it is
+	// typing (UnixNano; 0 when it is not), and blockedAt when a typing
+	// that kept it from reading for half a ping interval or more ended. A
+	// pong is only seen by a reading socket, so a ping unanswered while
+	// the loop was blocked on a program that does not read its input says
+	// nothing about the peer.
+	typingSince atomic.Int64
+	blockedAt   atomic.Int64
 }
 
 // Server → client control messages.
@@ -216,14 +218,17 @@ func (s *termSocket) read(ctx context.Context, conn *websocket.Conn, a *pty.Atta
 			if err != nil {
 				return closeReason(err)
 			}
-			s.typing.Store(true)
+			began := time.Now()
+			s.typingSince.Store(began.UnixNano())
 			for len(msg) > 0 {
 				n := min(len(msg), terminalFrame)
 				_, _ = a.WriteContext(ctx, msg[:n])
 				msg = msg[n:]
 			}
-			s.typedAt.Store(time.Now().UnixNano())
-			s.typing.Store(false)
+			s.typingSince.Store(0)
+			if time.Since(began) >= s.h.opts.PingInterval/2 {
+				s.blockedAt.Store(time.Now().UnixNano())
+			}
 			continue
 		}
 		n, err := io.ReadFull(rd, buf[:maxControlMessage+1])
@@ -319,10 +324,15 @@ func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 	}
 }
 
-// blockedWithin reports whether the read loop was blocked typing at some
-// time in the last d.
+// blockedWithin reports whether the read loop was kept from reading, by
+// a program not taking its input, for half a ping interval or more at
+// some time in the last d.
 func (s *termSocket) blockedWithin(d time.Duration) bool {
-	return s.typing.Load() || time.Since(time.Unix(0, s.typedAt.Load())) < d
+	if since := s.typingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= s.h.opts.PingInterval/2 {
+		return true
+	}
+	at := s.blockedAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < d
 }
 
 // goAway closes the socket with 1001 for shutdown, within limit.
