@@ -126,6 +126,14 @@ const missesText = `
   and three processes share two vCPUs. splice(2) from the pipe into the
   log, saving one copy, measured slower here (capture 253–260 against
   294–333 MB/s): not kept.
+- **mux round trips (mux/).** The echo's ~35 µs and the RPC's ~2.4× over
+  raw coder/websocket are Go scheduler wake-ups across threads: with the
+  bench client and server each at GOMAXPROCS=1 the echo delta was 11 µs
+  and the RPC 1.35× raw; one side at 1 gave ~22–24 µs. Readying a
+  goroutine wakes an idle P's thread (a futex, an IPI to a halted vCPU on
+  this VM). The daemon alone at GOMAXPROCS=1 did not lower session exec
+  end to end (3 interleaved pairs) and raised the echo-under-flood p99 to
+  2–13 ms: not kept.
 - **Keystroke echo (pty/).** On /ws/terminal the PTY reader sends a small
   read (an echo) itself when the socket has room, sparing the hand-off to
   the socket's sender: ~65–70 µs against ~85–90 µs before in 3
