@@ -265,11 +265,11 @@ func (e *Engine) lookup(id string) (*process, error) {
 }
 
 // retire files an ended record for retention and drops the oldest past
-// the count or byte budget, exec records before started processes. The record just retired is not dropped in
-// its own retire, nor a pinned one (an exec whose caller is yet to read
-// its result): a record larger than the whole budget, or ending among
-// many, must still be seen by whoever waits for it. The budget may be
-// exceeded by them until a later retire.
+// the count or byte budget, exec records before started processes. The
+// record just retired is not dropped in its own retire, nor a pinned one
+// (an exec whose caller is yet to read its result): a record larger than
+// the whole budget, or ending among many, must still be seen by whoever
+// waits for it. The budget may be exceeded by them until a later retire.
 func (e *Engine) retire(p *process) {
 	p.keptBytes = p.retained() // final: an ended record no longer grows
 	var drop []*process
@@ -301,14 +301,8 @@ func (e *Engine) retire(p *process) {
 	}
 }
 
-// pin keeps p from retention's drops until unpin: an exec's caller reads
-// the result after the record has ended.
-func (e *Engine) pin(p *process) {
-	e.mu.Lock()
-	p.pinned++
-	e.mu.Unlock()
-}
-
+// unpin lets retention drop an exec's record once its caller has read the
+// result (execs register their record pinned: it ends before the answer).
 func (e *Engine) unpin(p *process) {
 	e.mu.Lock()
 	p.pinned--

@@ -27,7 +27,7 @@ type outputLog struct {
 	waited   bool          // someone holds wake: replace it on the next change
 	wake     chan struct{} // closed on append or finish
 	lostTo   int64         // bytes below it are gone: a write failed (disk full, say)
-	lost     int64         // bytes a failed write lost, in all
+	lossTold bool          // onLoss was called
 
 	// onLoss, if set, is told of the first failed write (not under mu).
 	onLoss func(error)
@@ -103,14 +103,14 @@ func (l *outputLog) appendChunk(p []byte, skip int64) error {
 // the stream would otherwise close up over the hole. The process's exit
 // status is not lost with them. Callers hold mu; it is released.
 func (l *outputLog) lostLocked(err error) error {
-	first := l.lost == 0
-	l.lost += l.reserved - l.end
+	tell := !l.lossTold
+	l.lossTold = true
 	l.end = l.reserved
 	l.lostTo = l.end
 	l.notifyLocked()
 	onLoss := l.onLoss
 	l.mu.Unlock()
-	if first && onLoss != nil {
+	if tell && onLoss != nil {
 		onLoss(err)
 	}
 	return err
@@ -152,10 +152,13 @@ func (l *outputLog) state() (first, end int64, done bool, wake <-chan struct{}) 
 }
 
 // bounds returns the retained window and completion without arming a wake.
+// While an append longer than the ring is written, the oldest byte that
+// may still be read runs ahead of end (see append): the window is then
+// empty, [end, end), never first > end.
 func (l *outputLog) bounds() (first, end int64, done bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.firstLocked(), l.end, l.done
+	return min(l.firstLocked(), l.end), l.end, l.done
 }
 
 func (l *outputLog) firstLocked() int64 {

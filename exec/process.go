@@ -300,10 +300,6 @@ func (e *Engine) ReadOutput(id string, stream Stream, from, length int64) (data 
 	l := p.log(stream)
 	for range 8 { // the window can move under a reader; retry a few times
 		first, end, _ = l.bounds()
-		// While an append longer than the ring is written, first runs
-		// ahead of end (see outputLog.append): report no retained bytes
-		// rather than first > end.
-		first = min(first, end)
 		if length == 0 {
 			return nil, first, end, nil
 		}
@@ -319,7 +315,7 @@ func (e *Engine) ReadOutput(id string, stream Stream, from, length int64) (data 
 		if n == 0 && off < first2 {
 			continue
 		}
-		return buf[:n], min(first2, end), end, nil
+		return buf[:n], first2, end, nil
 	}
 	return []byte{}, first, end, nil
 }
@@ -344,9 +340,6 @@ func (e *Engine) OpenOutput(id string, stream Stream, from int64) (*OutputReader
 func headOf(l *outputLog, max int) ([]byte, bool) {
 	first, end, _ := l.bounds()
 	n := min(end-first, int64(max))
-	if n < 0 {
-		n = 0 // an append past the ring in flight (see outputLog.append)
-	}
 	buf := make([]byte, n)
 	got := 0
 	for got < int(n) {
