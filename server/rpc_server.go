@@ -30,6 +30,6 @@ func (b *backend) encodeServerInfo() (json.RawMessage, error) {
 		"boot":     b.s.boot,
 		"limits":   b.muxCfg.Limits(),
 		"pid":      pid(),
-		"dataDir":  b.s.runDir,
+		"dataDir":  b.s.run.path,
 	})
 }

@@ -76,20 +76,21 @@ func (r *runDir) noteShm(path string) error {
 
 // remove deletes the run's files and releases its lock.
 func (r *runDir) remove() error {
-	if b, err := os.ReadFile(filepath.Join(r.path, runShmName)); err == nil {
-		removeShm(string(b))
-	}
-	err := os.RemoveAll(r.path)
+	err := removeRunFiles(r.path)
 	_ = r.lock.Close() // Best effort: closing releases the flock.
 	return err
 }
 
-// removeShm deletes a run's session directory, if the path names one
-// muxd makes (never anything else a damaged file could point at).
-func removeShm(path string) {
-	if filepath.IsAbs(path) && strings.HasPrefix(filepath.Base(path), "muxd-exec-") {
-		_ = os.RemoveAll(path) // Best effort.
+// removeRunFiles deletes a run directory and the session directory its
+// shm note names, if the note names one muxd makes (never anything else
+// a damaged file could point at).
+func removeRunFiles(dir string) error {
+	if b, err := os.ReadFile(filepath.Join(dir, runShmName)); err == nil {
+		if shm := string(b); filepath.IsAbs(shm) && strings.HasPrefix(filepath.Base(shm), "muxd-exec-") {
+			_ = os.RemoveAll(shm) // Best effort.
+		}
 	}
+	return os.RemoveAll(dir)
 }
 
 // removeStaleRuns deletes the run directories of dataDir, other than
@@ -109,10 +110,7 @@ func removeStaleRuns(dataDir, own string, log *slog.Logger) {
 			_ = f.Close()
 			continue // a live daemon's
 		}
-		if b, err := os.ReadFile(filepath.Join(dir, runShmName)); err == nil {
-			removeShm(string(b))
-		}
-		err = os.RemoveAll(dir)
+		err = removeRunFiles(dir)
 		_ = f.Close()
 		if err != nil {
 			log.Warn("removing a previous run's files", "dir", dir, "err", err)

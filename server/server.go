@@ -26,8 +26,7 @@ type Server struct {
 	auth    *authorizer
 	boot    string // fresh per process: tells clients the daemon restarted
 	started time.Time
-	runDir  string // this run's private directory inside DataDir
-	run     *runDir
+	run     *runDir // this run's private directory inside DataDir, locked
 	handler http.Handler
 	http    *http.Server
 	slots   chan struct{} // one token per allowed concurrent socket
@@ -63,14 +62,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	runDir := run.path
 	s := &Server{
 		cfg:       cfg,
 		log:       cfg.Logger,
 		auth:      newAuthorizer(cfg.Token, cfg.AllowedOrigins),
 		boot:      uuid.NewString(),
 		started:   time.Now(),
-		runDir:    runDir,
 		run:       run,
 		slots:     make(chan struct{}, cfg.MaxConnections),
 		listeners: make(map[net.Listener]struct{}),
@@ -81,7 +78,7 @@ func New(cfg Config) (*Server, error) {
 		_ = run.remove() // Best effort.
 		return nil, err
 	}
-	go removeStaleRuns(cfg.DataDir, runDir, s.log)
+	go removeStaleRuns(cfg.DataDir, run.path, s.log)
 	s.handler = s.routes()
 	s.http = &http.Server{
 		Handler:           s.handler,
@@ -101,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Boot() string { return s.boot }
 
 // DataDir is this run's private directory (removed on shutdown).
-func (s *Server) DataDir() string { return s.runDir }
+func (s *Server) DataDir() string { return s.run.path }
 
 // Handler returns the routes, for tests that serve them with httptest.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -127,7 +124,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.listeners[l] = struct{}{}
 	s.mu.Unlock()
 	s.log.Info("listening", "addr", l.Addr().String(), "boot", s.boot, "pid", os.Getpid(),
-		"auth", s.cfg.Token != "", "dataDir", s.runDir)
+		"auth", s.cfg.Token != "", "dataDir", s.run.path)
 	err := s.http.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
@@ -190,7 +187,7 @@ func (s *Server) shutdown(graceful bool) error {
 	s.killOrphans(300 * time.Millisecond)
 	err := s.run.remove()
 	if err != nil {
-		s.log.Warn("removing run directory", "dir", s.runDir, "err", err)
+		s.log.Warn("removing run directory", "dir", s.run.path, "err", err)
 	}
 	s.log.Info("shut down", "graceful", graceful, "took", time.Since(start).Round(time.Millisecond).String())
 	return err
@@ -329,6 +326,6 @@ func netConnOf(r *http.Request) net.Conn {
 }
 
 // dataDirFor returns a path inside the run directory.
-func (s *Server) dataDirFor(name string) string { return filepath.Join(s.runDir, name) }
+func (s *Server) dataDirFor(name string) string { return filepath.Join(s.run.path, name) }
 
 func pid() int { return os.Getpid() }
