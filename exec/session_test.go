@@ -91,6 +91,7 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 		{"xtrace", "set -x"},
 		{"close fd 3", "exec 3>&-"},
 		{"IFS", "IFS=0123456789"},
+		{"IFS of the loop's mode letters", "IFS='niob '"},
 		{"trap INT", "trap 'echo trapped' INT"},
 		{"stdout redirected", "exec >/dev/null 2>&1"},
 		{"stdout closed", "exec >&- 2>&-"},
@@ -108,10 +109,22 @@ func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
 			sid := newSession(t, e, SessionOptions{})
 			defer e.DeleteSession(sid)
 			mustExec(t, e, ExecRequest{SessionID: sid, Command: tc.setup})
-			for i := range 3 {
-				r := mustExec(t, e, ExecRequest{SessionID: sid, Command: fmt.Sprintf("echo ok%d; (exit 10)", i)})
-				if string(r.Stdout) != fmt.Sprintf("ok%d\n", i) || code(r) != 10 {
-					t.Fatalf("after %q: stdout %q code %d, want ok%d and 10", tc.setup, r.Stdout, code(r), i)
+			// Each of the loop's branches: plain, with stdin, with an
+			// override, with both.
+			v := "v"
+			for i := range 4 {
+				req := ExecRequest{SessionID: sid, Command: fmt.Sprintf("cat; echo ok%d${V-}; (exit 10)", i)}
+				in, over := "", ""
+				if i&1 != 0 {
+					req.Stdin, in = []byte("in\n"), "in\n"
+				}
+				if i&2 != 0 {
+					req.Env, over = map[string]*string{"V": &v}, v
+				}
+				want := fmt.Sprintf("%sok%d%s\n", in, i, over)
+				r := mustExec(t, e, req)
+				if string(r.Stdout) != want || code(r) != 10 {
+					t.Fatalf("after %q, run %d: stdout %q code %d, want %q and 10", tc.setup, i, r.Stdout, code(r), want)
 				}
 			}
 		})

@@ -11,14 +11,14 @@ import (
 // (__muxd_N, the interrupt flag file D/n; __muxd_T, the trap's body, and
 // __muxd_D, its unwinding's end; __muxd_R, the undoing of per-command
 // overrides; __muxd_L, the loop; __muxd_0, empty, for FATAL) and
-// evals __muxd_L: a loop, parsed once, that runs one command per line it
-// reads from stdin: "" plain, "i" with stdin, "o" with overrides, "io"
+// evals __muxd_L: a loop, parsed once, that runs one command per byte it
+// reads from stdin: "n" plain, "i" with stdin, "o" with overrides, "b"
 // both. With D the session's directory and MARK its token:
 //
 //	TRAP
 //	while ((1)); do while ((1)); do
 //	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; \builtin eval "$__muxd_R"; END(0); }
-//	  __muxd_x=-; IFS= \builtin read -r -u 50 __muxd_x || { __muxd_s=$?; ((__muxd_s>128)) && \builtin continue
+//	  __muxd_x=-; \builtin read -r -N 1 -u 50 __muxd_x || { __muxd_s=$?; ((__muxd_s>128)) && \builtin continue
 //	    [[ -p /dev/fd/50 ]] || \builtin exit 98
 //	    IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52; \builtin exit "$__muxd_s"; FATAL; }
 //	  __muxd_p=1
@@ -34,7 +34,7 @@ import (
 //
 // where
 //
-//	BRANCHES  = '') RUN(/dev/null);; i) RUN(D/i);; o) UNDO(/dev/null);; io) UNDO(D/i);;
+//	BRANCHES  = n) RUN(/dev/null);; i) RUN(D/i);; o) UNDO(/dev/null);; b) UNDO(D/i);;
 //	TRAP      = \builtin trap '\builtin eval "$__muxd_T"' INT
 //	__muxd_T  = ACK; ARM; \builtin return 130 2>/dev/null || { __muxd_n=1;
 //	              [[ -z ${__muxd_p-} || ! -e $__muxd_N ]] || { __muxd_b=130; \builtin break; }; }
@@ -71,7 +71,10 @@ import (
 //     command is pending), a `break 2` that leaves the loop gets it after
 //     `done` (POST) and the outer loop goes on; a `break 3` or more gets
 //     it after the outer loop, and the eval re-enters the loop.
-//   - read: IFS= against IFS changes; EOF (Go closed stdin) ends the shell
+//   - read: one byte (-N 1), which bash never splits on IFS, so the
+//     user's IFS cannot change it; a line read needed `IFS= \builtin read`,
+//     and a temporary IFS under `builtin` cost ~9 µs of the ~110 µs of
+//     bash CPU per command (measured). EOF (Go closed stdin) ends the shell
 //     with read's status; a signal or TMOUT (status > 128) just reads
 //     again. A command that closed fd 50 ends it too, with lostFDStatus.
 //     A read that fails otherwise (`enable -n read`) is tried once more
@@ -126,13 +129,13 @@ import (
 func wrapperLine(withStdin, overrides bool) string {
 	switch {
 	case withStdin && overrides:
-		return "io\n"
+		return "b"
 	case withStdin:
-		return "i\n"
+		return "i"
 	case overrides:
-		return "o\n"
+		return "o"
 	}
-	return "\n"
+	return "n"
 }
 
 // loopText is the session loop of session dir, with marker token mark
@@ -153,8 +156,8 @@ func loopText(dir, mark string) string {
 		return `for __muxd_i in 1; do ` + source(in) + `;__muxd_b=${__muxd_b:-$?} __muxd_p=; done;` +
 			`__muxd_b=${__muxd_b:-$?} __muxd_p=;\builtin eval "$__muxd_R";__muxd_p=1`
 	}
-	branches := `'') ` + run("/dev/null") + `;; i) ` + run(q("i")) + `;; ` +
-		`o) ` + runUndo("/dev/null") + `;; io) ` + runUndo(q("i")) + `;; `
+	branches := `n) ` + run("/dev/null") + `;; i) ` + run(q("i")) + `;; ` +
+		`o) ` + runUndo("/dev/null") + `;; b) ` + runUndo(q("i")) + `;; `
 	// A read that "succeeded" without reading (a function named read or
 	// builtin) leaves the "-" put there before it.
 	unread := `-*) ` + fatal(noReadWords) + `;; `
@@ -170,7 +173,7 @@ func loopText(dir, mark string) string {
 	post := `__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` + end("$?")
 	return trap + `;while ((1)); do while ((1)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
-		`__muxd_x=-;IFS= \builtin read -r -u 50 __muxd_x||{ __muxd_s=$?;((__muxd_s>128))&&\builtin continue;` +
+		`__muxd_x=-;\builtin read -r -N 1 -u 50 __muxd_x||{ __muxd_s=$?;((__muxd_s>128))&&\builtin continue;` +
 		`[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(lostFDStatus) + `;IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52;\builtin exit "$__muxd_s";` +
 		fatal(noReadWords) + `;};` +
 		`__muxd_p=1;` +
