@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -91,6 +92,20 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	out, _, code := muxdCmd(t, d, "", "ps")
 	if code != 0 || !strings.Contains(out, "svc") || !strings.Contains(out, "running") {
 		t.Fatalf("muxd ps: %d %q", code, out)
+	}
+	// --json gives the protocol's shapes: null, not "", for no signal.
+	out, _, code = muxdCmd(t, d, "", "ps", "--json")
+	var listed struct {
+		Processes []map[string]any `json:"processes"`
+		Terminals []map[string]any `json:"terminals"`
+		Sessions  []map[string]any `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil || len(listed.Processes) != 1 ||
+		listed.Processes[0]["id"] != "svc" || listed.Processes[0]["signal"] != nil || listed.Terminals == nil || listed.Sessions == nil {
+		t.Fatalf("muxd ps --json: %d %v %q", code, err, out)
+	}
+	if v, ok := listed.Processes[0]["exitCode"]; !ok || v != nil {
+		t.Fatalf("muxd ps --json: exitCode of a running process %v, want null", v)
 	}
 	out, _, code = muxdCmd(t, d, "", "logs", "svc")
 	if code != 0 || out != "first\nsecond\n" {

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/muxd/muxd/client"
 	"github.com/muxd/muxd/internal/proc"
 )
 
@@ -40,6 +41,9 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if *asJSON {
+		return psJSON(ctx, c, stdout, stderr)
+	}
 	procs, err := c.ListProcesses(ctx, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
@@ -54,12 +58,6 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
 		return 1
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"processes": procs, "terminals": terms, "sessions": sessions}) // Best effort.
-		return 0
 	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "KIND\tID\tSTATUS\tPID\tEXIT\tCOMMAND/TITLE")
@@ -84,6 +82,38 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(w, "session\t%s\t%s\t-\t-\t%s\n", printable(s.ID), status, printable(s.Cwd))
 	}
 	_ = w.Flush() // Best effort.
+	return 0
+}
+
+// psJSON prints the three lists as the daemon sent them (docs/protocol.md's
+// shapes, null where a field has no value), as one object.
+func psJSON(ctx context.Context, c *client.Client, stdout, stderr io.Writer) int {
+	var out struct {
+		Processes json.RawMessage `json:"processes"`
+		Terminals json.RawMessage `json:"terminals"`
+		Sessions  json.RawMessage `json:"sessions"`
+	}
+	for _, l := range []struct {
+		method, key string
+		dst         *json.RawMessage
+	}{
+		{"process.list", "processes", &out.Processes},
+		{"terminal.list", "terminals", &out.Terminals},
+		{"session.list", "sessions", &out.Sessions},
+	} {
+		var r map[string]json.RawMessage
+		if err := c.Call(ctx, l.method, nil, &r); err != nil {
+			fmt.Fprintf(stderr, "muxd ps: %v\n", err)
+			return 1
+		}
+		*l.dst = r[l.key]
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
+		return 1
+	}
+	_, _ = fmt.Fprintf(stdout, "%s\n", b) // Best effort.
 	return 0
 }
 
