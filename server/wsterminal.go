@@ -104,8 +104,8 @@ func NewTerminalHandler(m *pty.Manager, opts TerminalHandlerOptions) http.Handle
 type terminalQuery struct {
 	id         string
 	cols, rows int
-	shell      string
-	cursor     int64 // -1: from the oldest retained byte
+	shell      []string // the program and its arguments ("bash -l"), split at spaces
+	cursor     int64    // -1: from the oldest retained byte
 }
 
 // parseTerminalQuery reads the id (id, sessionId, terminalId, or the path
@@ -128,14 +128,8 @@ func parseTerminalQuery(r *http.Request) (terminalQuery, error) {
 			}
 		}
 	}
-	var err error
-	if tq.cols, err = sizeParam(q, "cols"); err != nil {
-		return tq, err
-	}
-	if tq.rows, err = sizeParam(q, "rows"); err != nil {
-		return tq, err
-	}
-	tq.shell = q.Get("shell")
+	tq.cols, tq.rows = sizeParam(q, "cols"), sizeParam(q, "rows")
+	tq.shell = strings.Fields(q.Get("shell"))
 	if v := q.Get("cursor"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -146,16 +140,17 @@ func parseTerminalQuery(r *http.Request) (terminalQuery, error) {
 	return tq, nil
 }
 
-func sizeParam(q url.Values, name string) (int, error) {
-	v := q.Get(name)
-	if v == "" {
-		return 0, nil
+// sizeParam reads cols or rows as leniently as the SDK's container (a
+// parseInt, no checks): what is not a positive integer leaves the default
+// (0), and a size past pty.MaxSize is cut to it. A refusal would leave the
+// browser behind the Durable Object retrying for ever over a size its
+// addon corrects with a resize as soon as it is ready.
+func sizeParam(q url.Values, name string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(q.Get(name)))
+	if err != nil || n < 1 {
+		return 0
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > pty.MaxSize {
-		return 0, fmt.Errorf("%s must be an integer from 1 to %d, got %q", name, pty.MaxSize, v)
-	}
-	return n, nil
+	return min(n, pty.MaxSize)
 }
 
 func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -246,7 +241,10 @@ func closeText(s string) string {
 // id, else the one with the id (created from the session of that id if
 // there is one, replaced if it has exited).
 func (h *terminalHandler) terminal(tq terminalQuery) (*pty.Terminal, bool, error) {
-	opts := pty.CreateOptions{ID: tq.id, Shell: tq.shell, Cols: tq.cols, Rows: tq.rows}
+	opts := pty.CreateOptions{ID: tq.id, Cols: tq.cols, Rows: tq.rows}
+	if len(tq.shell) > 0 {
+		opts.Shell, opts.Args = tq.shell[0], tq.shell[1:]
+	}
 	if tq.id == "" {
 		t, err := createPruning(h.m, func() (*pty.Terminal, error) { return h.m.Create(opts) })
 		return t, err == nil, err

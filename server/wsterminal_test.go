@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -483,7 +484,7 @@ func TestWSTerminalOriginAndAuthorize(t *testing.T) {
 // band (behind the Durable Object the browser sees no HTTP status).
 func TestWSTerminalBadQuery(t *testing.T) {
 	e := newWSTEnv(t, TerminalHandlerOptions{})
-	for _, q := range []string{"?cols=0", "?rows=5000", "?cols=abc", "?cursor=-1", "?id=" + strings.Repeat("x", 300)} {
+	for _, q := range []string{"?cursor=-1", "?cursor=abc", "?id=" + strings.Repeat("x", 300)} {
 		wc := e.dial(t, "/ws/terminal"+q, nil)
 		m := wc.waitText("error")
 		if err := wc.waitClosed(); websocket.CloseStatus(err) != websocket.StatusPolicyViolation || m["message"] == "" || wc.ready != nil {
@@ -493,6 +494,28 @@ func TestWSTerminalBadQuery(t *testing.T) {
 	if n := len(e.m.List()); n != 0 {
 		t.Fatalf("bad queries created %d terminals", n)
 	}
+}
+
+// TestWSTerminalLenientQuery: sizes and shells the SDK's container would
+// take are taken (a size past the limit is cut to it; one that is not a
+// number leaves the default), and a shell may have arguments.
+func TestWSTerminalLenientQuery(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	for _, tc := range []struct{ q, size string }{
+		{"?id=l1&cols=5000&rows=0", "24 1000"},
+		{"?id=l2&cols=abc&rows=-3", "24 80"},
+		{"?id=l3&cols=+120&rows=%2040", "40 120"},
+	} {
+		wc := e.dial(t, "/ws/terminal"+tc.q, nil)
+		wc.waitReady()
+		wc.typeLine(`echo "size-$(stty size)-"`)
+		wc.waitOutput("size-" + tc.size + "-")
+		_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	}
+	wc := e.dial(t, "/ws/terminal?id=l4&shell="+url.QueryEscape("env ARG_SEEN=args-ok bash --norc --noprofile"), nil)
+	wc.waitReady()
+	wc.typeLine(`echo "[$ARG_SEEN]"`)
+	wc.waitOutput("[args-ok]")
 }
 
 func TestWSTerminalShutdownGoAway(t *testing.T) {
