@@ -34,6 +34,9 @@ type Attachment struct {
 	exitSent bool
 }
 
+// clearScreen homes the cursor and erases the screen (not the scrollback).
+const clearScreen = "\x1b[H\x1b[2J"
+
 // Attach starts an attachment. See AttachOptions for where it starts.
 func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	if opts.Instance != "" && opts.Instance != t.instance {
@@ -107,6 +110,12 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	a.rpos = min(ctxStart+int64(i), end)
 	if lost || (opts.ResetModes && opts.From < 0) {
 		a.modes = termmodes.AppendResetAll(a.modes)
+		if opts.ResetModes && !lost && a.rpos >= end {
+			// Nothing to replay: clear the screen too. The SandboxAddon
+			// clears it itself only when no byte came before ready,
+			// and the reset is such a byte.
+			a.modes = append(a.modes, clearScreen...)
+		}
 	}
 	if restore {
 		// Here win starts at first. The bytes replay skips may end a

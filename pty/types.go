@@ -65,7 +65,8 @@ type AttachOptions struct {
 	// (alternate screen, mouse, keypad, bracketed paste, …) ahead of the
 	// replay: for a viewer that may still be in the modes of an earlier
 	// terminal, such as the Cloudflare SandboxAddon, which keeps its
-	// xterm.js across reconnects and only clears the screen.
+	// xterm.js across reconnects and only clears the screen. With
+	// nothing to replay, the screen is cleared as well.
 	ResetModes bool
 }
 

@@ -496,6 +496,27 @@ func TestWSTerminalBadQuery(t *testing.T) {
 	}
 }
 
+// TestWSTerminalClearsWhenNothingReplays: the mode reset ahead of ready
+// keeps the addon from clearing the screen itself (it does when no byte
+// came first), so a new terminal's socket clears it; one with output to
+// replay does not.
+func TestWSTerminalClearsWhenNothingReplays(t *testing.T) {
+	e := newWSTEnv(t, TerminalHandlerOptions{})
+	wc := e.dial(t, "/ws/terminal?id=cl", nil)
+	wc.waitReady()
+	if !bytes.HasSuffix(wc.pre.Bytes(), []byte("\x1b[H\x1b[2J")) {
+		t.Fatalf("a new terminal's bytes before ready: %q, want a mode reset and a clear", wc.pre.Bytes())
+	}
+	wc.typeLine("echo replay-me")
+	wc.waitOutput("replay-me")
+	_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	wc = e.dial(t, "/ws/terminal?id=cl", nil)
+	wc.waitReady()
+	if pre := wc.pre.Bytes(); bytes.Contains(pre, []byte("\x1b[2J")) || !bytes.Contains(pre, []byte("replay-me")) {
+		t.Fatalf("a reattach's bytes before ready: %q, want the replay and no clear", pre)
+	}
+}
+
 // TestWSTerminalLenientQuery: sizes and shells the SDK's container would
 // take are taken (a size past the limit is cut to it; one that is not a
 // number leaves the default), and a shell may have arguments.
