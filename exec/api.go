@@ -79,7 +79,7 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 			files = append(files, file)
 		}
 	} else {
-		s, err := e.session(req.SessionID)
+		s, err := e.startedSession(ctx, req.SessionID)
 		if err != nil {
 			return ProcessInfo{}, err
 		}

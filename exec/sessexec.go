@@ -74,7 +74,7 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 
 // execSession runs a command in a session's shell, in its turn.
 func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (ExecResult, error) {
-	s, err := e.session(req.SessionID)
+	s, err := e.startedSession(ctx, req.SessionID)
 	if err != nil {
 		return ExecResult{}, err
 	}

@@ -43,8 +43,10 @@ type session struct {
 	fifos   *cmdFIFOs
 
 	// ready is set once the shell answered; before that the session is
-	// invisible (its fields are still being written).
-	ready atomic.Bool
+	// invisible (its fields are still being written). started is closed
+	// when its creation ended, ready or not.
+	ready   atomic.Bool
+	started chan struct{}
 
 	// turn is the session lock: one command at a time, arrival order. Kill,
 	// interrupt and list never take it.
@@ -87,7 +89,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		cwd = homeOf(env)
 	}
 	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout, env: env,
-		shellOut: newTail()}
+		shellOut: newTail(), started: make(chan struct{})}
 
 	e.pruneDeadSession()
 	e.mu.Lock()
@@ -106,6 +108,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 	e.creating.Add(1)  // Close waits for it (under mu: before Close's Wait)
 	e.mu.Unlock()
 	defer e.creating.Done()
+	defer close(s.started) // after ready is set, or the id is freed
 
 	if err := s.start(env); err != nil {
 		e.mu.Lock()
@@ -914,6 +917,23 @@ func (s *session) removeFiles() {
 		s.e.watcher.removeDir(filepath.Join(s.dir, "x"))
 		_ = os.RemoveAll(s.dir) // Best effort.
 	}
+}
+
+// startedSession is session for a command that names one: a session
+// still starting (another client's first use of the name) is waited for
+// rather than not found.
+func (e *Engine) startedSession(ctx context.Context, id string) (*session, error) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s != nil && !s.ready.Load() {
+		select {
+		case <-s.started:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return e.session(id)
 }
 
 func (e *Engine) session(id string) (*session, error) {

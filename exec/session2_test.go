@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -270,5 +271,41 @@ func TestReusedIDWaitsForTheExecStillAnswering(t *testing.T) {
 	e.mu.Unlock()
 	if r := mustExec(t, e, ExecRequest{ID: "x", Command: "echo two"}); string(r.Stdout) != "two\n" {
 		t.Fatalf("reusing the ID once answered: %q", r.Stdout)
+	}
+}
+
+// TestSessionFirstUsesInParallel: clients that each create a session by
+// name on first use (already_exists meaning "someone else made it") and
+// run a command in it: those whose create lost the race wait for the
+// shell instead of finding no session.
+func TestSessionFirstUsesInParallel(t *testing.T) {
+	e := newTestEngine(t)
+	const n = 8
+	errs := make(chan error, 2*n)
+	for i := range n {
+		go func() {
+			ctx := ctxT(t, 10*time.Second)
+			if _, err := e.CreateSession(ctx, SessionOptions{ID: "shared"}); err != nil && !errors.Is(err, ErrAlreadyExists) {
+				errs <- err
+				return
+			}
+			r, err := e.Exec(ctx, ExecRequest{SessionID: "shared", Command: fmt.Sprintf("echo run%d", i)})
+			if err == nil && string(r.Stdout) != fmt.Sprintf("run%d\n", i) {
+				err = fmt.Errorf("stdout %q", r.Stdout)
+			}
+			errs <- err
+		}()
+		go func() {
+			_, err := e.StartProcess(ctxT(t, 10*time.Second), ProcessRequest{SessionID: "shared", Command: "true"})
+			if errors.Is(err, ErrNotFound) {
+				err = nil // asked before any create began: fair
+			}
+			errs <- err
+		}()
+	}
+	for range 2 * n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
