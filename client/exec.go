@@ -31,6 +31,10 @@ type ExecOptions struct {
 	// channel, every byte once and in order within each stream. data is
 	// valid only during the call: copy it to keep it.
 	OnOutput func(stream string, data []byte)
+	// OnGap, with OnOutput, is told where the live output lost bytes:
+	// the daemon keeps the last outputLimit bytes of each stream, and a
+	// reader that falls further behind skips the rest.
+	OnGap func(stream string, bytes int64)
 }
 
 // ExecResult is the result of exec.
@@ -94,7 +98,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 	}
 	var live *liveOutput
 	if opts.OnOutput != nil {
-		live = startLive(ctx, c, opts.ID, stale, opts.OnOutput)
+		live = startLive(ctx, c, opts.ID, stale, opts.OnOutput, opts.OnGap)
 	}
 	var w execWire
 	err := c.Call(ctx, "exec", p, &w)
@@ -161,7 +165,9 @@ func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions, stale stri
 // killExec ends a cancelled exec by id, best effort: a session's command
 // as Ctrl-C would, a stateless one with its tree.
 func (c *Client) killExec(opts ExecOptions, stale string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Short: the caller gave up, and a daemon out of reach would only
+	// keep it waiting.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	// Only this exec: not the earlier holder of a reused ID, or what it
 	// left running.
@@ -242,7 +248,7 @@ type liveOutput struct {
 // startLive opens the exec's process channel as soon as the exec is
 // registered (retrying not_found while it waits its turn) and delivers
 // output to fn until the exec ends.
-func startLive(ctx context.Context, c *Client, id, stale string, fn func(string, []byte)) *liveOutput {
+func startLive(ctx context.Context, c *Client, id, stale string, fn func(string, []byte), gapFn func(string, int64)) *liveOutput {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &liveOutput{done: make(chan struct{}), cancel: cancel}
 	go func() {
@@ -274,7 +280,11 @@ func startLive(ctx context.Context, c *Client, id, stale string, fn func(string,
 			}
 			backoff = min(backoff*2, 50*time.Millisecond)
 		}
-		l.setErr(drain(ctx, f, fn))
+		var onGap func(*GapError)
+		if gapFn != nil {
+			onGap = func(g *GapError) { gapFn(g.Stream, g.Bytes) }
+		}
+		l.setErr(drainGaps(ctx, f, fn, onGap))
 	}()
 	return l
 }

@@ -181,10 +181,8 @@ func (p *Process) Follow(ctx context.Context, follow bool, fn func(stream string
 	return drainGaps(ctx, f, fn, gap)
 }
 
-func drain(ctx context.Context, f *follower, fn func(stream string, data []byte)) error {
-	return drainGaps(ctx, f, fn, nil)
-}
-
+// drainGaps hands f's output to fn, and its gaps to gapFn (nil: skipped),
+// until the stream ends.
 func drainGaps(ctx context.Context, f *follower, fn func(stream string, data []byte), gapFn func(*GapError)) error {
 	for {
 		s, data, err := f.next(ctx)

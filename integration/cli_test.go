@@ -188,34 +188,62 @@ func TestCLIExecStoppedKillsTheCommand(t *testing.T) {
 	d := startDaemon(t, nil)
 	for _, tc := range []struct {
 		name string
-		sig  syscall.Signal // 0: close the read end of stdout
-		code int
+		sig  syscall.Signal // 0: close the read end of stdout (or stderr)
+		// closeStderr closes stderr's read end instead of stdout's; block
+		// stops reading stdout (a paused pager) before the signal.
+		closeStderr, block bool
+		code               int
 	}{
-		{"SIGINT", syscall.SIGINT, 130},
-		{"SIGTERM", syscall.SIGTERM, 130},
-		{"stdout closed", 0, 141},
+		{"SIGINT", syscall.SIGINT, false, false, 130},
+		{"SIGTERM", syscall.SIGTERM, false, false, 130},
+		{"SIGHUP", syscall.SIGHUP, false, false, 130},
+		{"SIGINT while stdout is not read", syscall.SIGINT, false, true, 130},
+		{"stdout closed", 0, false, false, 141},
+		{"stderr closed", 0, true, false, 141},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := t.TempDir() + "/pid"
-			cmd := exec.Command(muxdBin, "exec", "--", "echo $$ >"+pidFile+"; while :; do echo y; sleep 0.01; done")
+			loop := "while :; do echo y; echo e >&2; sleep 0.01; done"
+			if tc.block {
+				loop = "while :; do echo y; done"
+			}
+			cmd := exec.Command(muxdBin, "exec", "--", "echo $$ >"+pidFile+"; "+loop)
 			cmd.Env = append(os.Environ(), "MUXD_URL="+d.URL)
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd.Stdout = w
+			er, ew, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			defer er.Close()
+			cmd.Stdout, cmd.Stderr = w, ew
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			_ = w.Close()
+			_ = ew.Close()
 			if _, err := r.Read(make([]byte, 1)); err != nil { // the command runs
 				t.Fatal(err)
 			}
-			if tc.sig != 0 {
+			if tc.block {
+				time.Sleep(time.Second) // the pipe fills and muxd exec blocks writing it
+			}
+			switch {
+			case tc.sig != 0:
 				_ = cmd.Process.Signal(tc.sig)
+				if !tc.block {
+					go func() { _, _ = io.Copy(io.Discard, r) }()
+				}
+				go func() { _, _ = io.Copy(io.Discard, er) }()
+			case tc.closeStderr:
+				_ = er.Close()
 				go func() { _, _ = io.Copy(io.Discard, r) }()
-			} else {
+			default:
 				_ = r.Close()
+				go func() { _, _ = io.Copy(io.Discard, er) }()
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
@@ -449,5 +477,36 @@ func TestCLIAttachRawModeResizeAndDetach(t *testing.T) {
 	list, err := c.ListTerminals(ctxT(t, 10*time.Second))
 	if err != nil || len(list) != 1 || list[0].Exited {
 		t.Fatalf("after detach: %+v %v", list, err)
+	}
+}
+
+// TestCLIExecSaysWhereOutputWasDropped: a reader slower than the command
+// falls more than --output-limit behind; muxd exec says on stderr how
+// much was dropped, where, rather than join the pieces silently.
+func TestCLIExecSaysWhereOutputWasDropped(t *testing.T) {
+	d := startDaemon(t, nil, "--output-limit", "64KiB")
+	cmd := exec.Command(muxdBin, "exec", "--", "head -c 4000000 /dev/zero")
+	cmd.Env = append(os.Environ(), "MUXD_URL="+d.URL)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	time.Sleep(time.Second) // the command ends while muxd exec waits on the full pipe
+	n, err := io.Copy(io.Discard, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("muxd exec: %v (%s)", err, errOut.String())
+	}
+	if n >= 4000000 || !strings.Contains(errOut.String(), "bytes of stdout were dropped here") {
+		t.Fatalf("read %d of 4000000 bytes; stderr %q: want fewer and a notice", n, errOut.String())
 	}
 }

@@ -23,7 +23,9 @@ const execUsage = `Usage: muxd exec [flags] -- COMMAND [ARGS...]
 Runs COMMAND with bash on the daemon (in a fresh shell, or in --session's
 shell), streams its stdout and stderr live, and exits with its exit code
 (128+N when killed by signal N, 124 on --timeout). One argument is run as
-shell text ("cd /x && make"); several are quoted and joined.
+shell text ("cd /x && make"); several are quoted and joined. The command
+does not wait for a slow reader: output that falls more than the daemon's
+--output-limit behind is dropped, and a notice on stderr says where.
 
 Flags:
 `
@@ -74,9 +76,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		opts.Stdin = b
 	}
-	// Ctrl-C, SIGTERM, a closed stdout (as `| head` does) or a daemon
-	// restart end the wait; the first three kill the command too.
-	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C, SIGTERM, SIGHUP (the terminal closed), a closed stdout or
+	// stderr (as `| head` does), a failed write or a daemon restart end
+	// the wait; all but the last kill the command too.
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(sigCtx)
 	defer cancel(nil)
@@ -99,15 +102,14 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	out := startOutput(stdout, stderr, cancel)
 	streamed := false
 	opts.OnOutput = func(stream string, data []byte) {
 		streamed = true
-		var err error
-		if stream == "stderr" {
-			_, _ = stderr.Write(data) // Best effort: stderr may be gone too.
-		} else if _, err = stdout.Write(data); err != nil {
-			cancel(errStdoutClosed) // like `yes | head -1`: the command stops
-		}
+		out.send(ctx, stream == "stderr", data)
+	}
+	opts.OnGap = func(stream string, n int64) {
+		out.send(ctx, true, fmt.Appendf(nil, "\n[muxd exec: %d bytes of %s were dropped here: the daemon keeps the last --output-limit bytes of each stream, and this reader fell further behind]\n", n, stream))
 	}
 	res, err := c.Exec(ctx, command, opts)
 	if *session != "" && client.IsCode(err, mux.CodeSessionDead) {
@@ -132,9 +134,16 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		cause := context.Cause(ctx)
 		killErr := killExec(c, opts.ID, *session != "")
+		var writeErr *outputError
 		switch {
 		case errors.Is(cause, errStdoutClosed):
 			return 128 + int(syscall.SIGPIPE) // quietly, as a shell pipeline's writer
+		case errors.As(cause, &writeErr) && killErr != nil:
+			fmt.Fprintf(stderr, "muxd exec: %v, and killing the command failed: %v (muxd kill %s)\n", writeErr, killErr, opts.ID)
+			return 1
+		case errors.As(cause, &writeErr):
+			fmt.Fprintf(stderr, "muxd exec: %v; the command was ended\n", writeErr)
+			return 1
 		case killErr != nil && *session != "":
 			// muxd kill's TERM would end the whole session: Ctrl-C again.
 			fmt.Fprintf(stderr, "muxd exec: interrupted, and interrupting the command failed: %v (muxd kill --signal INT %s)\n", killErr, opts.ID)
@@ -146,10 +155,104 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 130
 	}
 	if !streamed {
-		_, _ = stdout.Write(res.Stdout) // Best effort.
-		_, _ = stderr.Write(res.Stderr) // Best effort.
+		out.send(ctx, false, res.Stdout)
+		out.send(ctx, true, res.Stderr)
+	}
+	// Everything written, unless the reader stopped reading: Ctrl-C
+	// still ends muxd exec then (the command has already ended).
+	if !out.finish(sigCtx) {
+		return 130
+	}
+	var writeErr *outputError
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errStdoutClosed):
+		return 128 + int(syscall.SIGPIPE)
+	case errors.As(cause, &writeErr):
+		fmt.Fprintf(stderr, "muxd exec: %v\n", writeErr)
+		return 1
 	}
 	return exitCode(res.ExitCode, res.Signal, res.TimedOut)
+}
+
+// execOutput writes an exec's live output on a goroutine of its own, in
+// order, so that the output callback never blocks in a write: a reader
+// that stopped (a paused `| less`, a full pipe) must not keep Ctrl-C
+// from ending muxd exec and the command. A small queue keeps the
+// command's output paced by the reader as before.
+type execOutput struct {
+	stdout, stderr io.Writer
+	queue          chan outputChunk
+	done           chan struct{}
+	fail           context.CancelCauseFunc
+}
+
+type outputChunk struct {
+	stderr bool
+	data   []byte
+}
+
+// outputError is a failed write of the output other than a closed pipe
+// (a full disk, say).
+type outputError struct {
+	stream string
+	err    error
+}
+
+func (e *outputError) Error() string { return "writing " + e.stream + ": " + e.err.Error() }
+
+func startOutput(stdout, stderr io.Writer, fail context.CancelCauseFunc) *execOutput {
+	o := &execOutput{stdout: stdout, stderr: stderr, queue: make(chan outputChunk, 16), done: make(chan struct{}), fail: fail}
+	go o.run()
+	return o
+}
+
+func (o *execOutput) run() {
+	defer close(o.done)
+	failed := false
+	for c := range o.queue {
+		if failed {
+			continue // keep taking chunks: the sender must not block
+		}
+		dst, name := o.stdout, "stdout"
+		if c.stderr {
+			dst, name = o.stderr, "stderr"
+		}
+		_, err := dst.Write(c.data)
+		switch {
+		case err == nil:
+		case errors.Is(err, syscall.EPIPE):
+			// Like `yes | head -1`: the command stops, quietly.
+			failed = true
+			o.fail(errStdoutClosed)
+		case !c.stderr:
+			failed = true
+			o.fail(&outputError{stream: name, err: err})
+		}
+		// Any other error on stderr has nowhere to be told.
+	}
+}
+
+// send queues a copy of data, unless ctx ended.
+func (o *execOutput) send(ctx context.Context, stderr bool, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	select {
+	case o.queue <- outputChunk{stderr: stderr, data: append([]byte(nil), data...)}:
+	case <-ctx.Done():
+	}
+}
+
+// finish waits until everything queued was written; false if ctx ended
+// first.
+func (o *execOutput) finish(ctx context.Context) bool {
+	close(o.queue)
+	select {
+	case <-o.done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 var (
@@ -162,7 +265,16 @@ var (
 // stateless one with its whole tree. The cancelled request would do the
 // same, but the socket closes right after and may take it along unsent.
 func killExec(c *client.Client, id string, inSession bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := killExecWithin(c, id, inSession, 3*time.Second)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return errors.New("the daemon did not answer within 3s")
+	}
+	return err
+}
+
+func killExecWithin(c *client.Client, id string, inSession bool, d time.Duration) error {
+	// Short: a daemon out of reach would only keep the user waiting.
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	p, err := c.Process(ctx, id)
 	if client.IsCode(err, mux.CodeNotFound) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,8 +43,10 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	ctx, fail := context.WithCancelCause(sigCtx)
+	defer fail(nil)
 	p, err := c.Process(ctx, fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd logs: %v (see muxd ps for ids)\n", err)
@@ -51,9 +54,9 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 	}
 	write := func(stream string, data []byte) {
 		if stream == "stderr" {
-			_, _ = stderr.Write(data) // Best effort.
-		} else {
-			_, _ = stdout.Write(data) // Best effort.
+			_, _ = stderr.Write(data) // Best effort: it has nowhere to be told.
+		} else if _, err := stdout.Write(data); err != nil {
+			fail(&outputError{stream: "stdout", err: err}) // a full disk, say
 		}
 	}
 	// Where the daemon dropped output (past the process's output limit),
@@ -62,7 +65,14 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "[muxd logs: %d bytes of %s were dropped here: the daemon keeps the last --output-limit bytes of each stream]\n", g.Bytes, g.Stream)
 	}
 	err = p.Follow(ctx, *follow, write, gap)
-	if err != nil && ctx.Err() == nil {
+	var writeErr *outputError
+	switch {
+	case errors.As(context.Cause(ctx), &writeErr):
+		fmt.Fprintf(stderr, "muxd logs: %v\n", writeErr)
+		return 1
+	case sigCtx.Err() != nil:
+		return 130 // interrupted, as tail -f
+	case err != nil:
 		fmt.Fprintf(stderr, "muxd logs: %v\n", err)
 		return 1
 	}

@@ -81,7 +81,10 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(w, "session\t%s\t%s\t-\t-\t%s\n", printable(s.ID), status, printable(s.Cwd))
 	}
-	_ = w.Flush() // Best effort.
+	if err := w.Flush(); err != nil {
+		fmt.Fprintf(stderr, "muxd ps: writing stdout: %v\n", err)
+		return 1
+	}
 	return 0
 }
 
@@ -113,7 +116,10 @@ func psJSON(ctx context.Context, c *client.Client, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
 		return 1
 	}
-	_, _ = fmt.Fprintf(stdout, "%s\n", b) // Best effort.
+	if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+		fmt.Fprintf(stderr, "muxd ps: writing stdout: %v\n", err)
+		return 1
+	}
 	return 0
 }
 
