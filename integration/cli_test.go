@@ -510,3 +510,28 @@ func TestCLIExecSaysWhereOutputWasDropped(t *testing.T) {
 		t.Fatalf("read %d of 4000000 bytes; stderr %q: want fewer and a notice", n, errOut.String())
 	}
 }
+
+// TestCLIAttachDetachesWhileTheDaemonIsAway: with the daemon gone, a
+// keystroke's write waits for a reconnect; Ctrl-] typed after it still
+// detaches (the local terminal must not stay captured in raw mode).
+func TestCLIAttachDetachesWhileTheDaemonIsAway(t *testing.T) {
+	d := startDaemon(t, nil)
+	ptmx, cmd, exited := attachCLI(t, d, &pty.Winsize{Cols: 80, Rows: 24}, "--shell", "bash")
+	if _, err := ptmx.Write([]byte("echo up-$((20+1))\r")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, ptmx, "up-21", 15*time.Second)
+	if err := d.cmd.Process.Kill(); err != nil { // our child, by pid
+		t.Fatal(err)
+	}
+	<-d.exited
+	go func() { _, _ = io.Copy(io.Discard, ptmx) }() // the notices
+	if _, err := ptmx.Write([]byte("typed while away")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the write is under way, waiting
+	if _, err := ptmx.Write([]byte{0x1d}); err != nil {
+		t.Fatal(err)
+	}
+	waitDetached(t, cmd, exited)
+}

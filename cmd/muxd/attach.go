@@ -56,7 +56,7 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	if !sized {
 		cols, rows = 80, 24 // for a new terminal only: an attached one keeps its size
 	}
-	c, ok := connect(&o, stderr, connection{name: "attach", eol: "\r\n"})
+	c, ok := connect(&o, stderr, connection{name: "attach", eol: "\r\n", giveUp: "Ctrl-] to detach"})
 	if !ok {
 		return 1
 	}
@@ -106,16 +106,38 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	quit := make(chan struct{}) // this command returns
 	defer close(quit)
 	created := fs.NArg() == 0
+	// Keystrokes go to the terminal from a goroutine of their own, so
+	// that reading them goes on while a write waits (the daemon out of
+	// reach, a program not reading its input): Ctrl-] must still detach.
+	keys := make(chan []byte, 64)
+	typed := make(chan struct{})
+	go func() {
+		defer close(typed)
+		failed := false
+		for b := range keys {
+			if !failed {
+				_, err := t.Write(b)
+				failed = err != nil // the terminal ended: its exit ends this command
+			}
+		}
+	}()
 	go func() {
 		buf := make([]byte, 4096)
 		defer func() {
+			close(keys)
 			// stdin ended (never on a terminal in raw mode: Ctrl-D is a
 			// byte there). A shell we started gets EOF, and its exit ends
 			// this command; an attached terminal is left running. Ctrl-D
-			// goes again every half second: one typed while the shell
-			// starts, or while a command runs, is not an EOF for the
-			// shell, and a program reading the terminal ends its input.
+			// goes again every half second, after what was typed: one
+			// typed while the shell starts, or while a command runs, is
+			// not an EOF for the shell, and a program reading the
+			// terminal ends its input.
 			if !isTTY && created && !*readOnly {
+				select {
+				case <-typed:
+				case <-quit:
+					return
+				}
 				for range 1200 { // 10 minutes
 					if _, err := t.Write([]byte{4}); err != nil {
 						return
@@ -137,17 +159,20 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 		for {
 			n, err := in.Read(buf)
 			if n > 0 {
-				if i := bytes.IndexByte(buf[:n], detachKey); i >= 0 && isTTY {
-					if !*readOnly && i > 0 {
-						_, _ = t.Write(buf[:i]) // Best effort.
-					}
-					close(detached)
-					return
+				i := bytes.IndexByte(buf[:n], detachKey)
+				if i < 0 || !isTTY {
+					i = n
 				}
-				if !*readOnly {
-					if _, err := t.Write(buf[:n]); err != nil {
+				if !*readOnly && i > 0 {
+					select {
+					case keys <- bytes.Clone(buf[:i]):
+					case <-quit:
 						return
 					}
+				}
+				if i < n {
+					close(detached)
+					return
 				}
 			}
 			if err != nil {

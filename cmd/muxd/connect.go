@@ -18,6 +18,8 @@ type connection struct {
 	onRestart func()
 	// eol ends the notices (attach's raw terminal needs "\r\n").
 	eol string
+	// giveUp says how to stop waiting for the daemon (default Ctrl-C).
+	giveUp string
 }
 
 // connect dials the daemon for a client command, with an error that says
@@ -38,9 +40,12 @@ func connect(o *clientOpts, stderr io.Writer, cn connection) (*client.Client, bo
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if cn.giveUp == "" {
+		cn.giveUp = "Ctrl-C to give up"
+	}
 	opts := client.Options{Token: tok, Name: "muxd-cli/" + version,
 		OnDisconnect: func(err error) {
-			fmt.Fprintf(stderr, "muxd %s: lost the connection to the daemon (%v); reconnecting (Ctrl-C to give up)%s", cn.name, err, cn.eol)
+			fmt.Fprintf(stderr, "muxd %s: lost the connection to the daemon (%v); reconnecting (%s)%s", cn.name, err, cn.giveUp, cn.eol)
 		},
 		OnReconnect: func(_ string, restarted bool) {
 			if !restarted {
