@@ -535,3 +535,24 @@ func TestCLIAttachDetachesWhileTheDaemonIsAway(t *testing.T) {
 	}
 	waitDetached(t, cmd, exited)
 }
+
+// TestCLIKillSignalOnATerminal: --signal is for processes; given for a
+// terminal it is refused, and the terminal is not destroyed behind it.
+func TestCLIKillSignalOnATerminal(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := c.CreateTerminal(ctx, client.TerminalOptions{ID: "kt"}); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := muxdCmd(t, d, "", "kill", "--signal", "INT", "kt")
+	if code != 2 || !strings.Contains(errOut, "is a terminal") {
+		t.Fatalf("muxd kill --signal INT on a terminal: %d %q", code, errOut)
+	}
+	if list, err := c.ListTerminals(ctx); err != nil || len(list) != 1 || list[0].Exited {
+		t.Fatalf("the terminal after a refused kill: %+v %v", list, err)
+	}
+	if _, _, code := muxdCmd(t, d, "", "kill", "kt"); code != 0 {
+		t.Fatalf("muxd kill on a terminal: %d", code)
+	}
+}

@@ -15,7 +15,10 @@ import (
 const killUsage = `Usage: muxd kill [flags] ID
 
 Kills a process's whole tree (TERM, then KILL after --grace), or
-destroys the terminal with that ID.
+destroys the terminal with that ID (--signal and --grace are for
+processes). Killing the command of muxd exec --session ends the session's
+shell (its cwd and exports are lost): --signal INT interrupts only the
+command, as Ctrl-C would.
 
 Flags:
 `
@@ -53,6 +56,14 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 		}
 		err = p.Kill(ctx, *sig, g)
 	} else if client.IsCode(err, mux.CodeNotFound) {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["signal"] || set["grace"] {
+			if isTerminalID(ctx, c, id) {
+				fmt.Fprintf(stderr, "muxd kill: %s is a terminal: muxd kill destroys it (without --signal or --grace); to signal its program, muxd attach %s and type the key (Ctrl-C, Ctrl-\\)\n", id, id)
+				return 2
+			}
+		}
 		err = c.DestroyTerminal(ctx, id)
 	}
 	switch {
@@ -64,4 +75,18 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// isTerminalID reports whether a terminal has the id (false if unknown).
+func isTerminalID(ctx context.Context, c *client.Client, id string) bool {
+	list, err := c.ListTerminals(ctx)
+	if err != nil {
+		return false
+	}
+	for _, t := range list {
+		if t.ID == id {
+			return true
+		}
+	}
+	return false
 }
