@@ -60,6 +60,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
+	if *timeout < 0 {
+		fmt.Fprintf(stderr, "muxd exec: --timeout %v is negative (0 means none)\n", *timeout)
+		return 2
+	}
 	// The id is ours, so an interrupted command can be killed by it.
 	if *id == "" {
 		*id = uuid.NewString()
@@ -129,7 +133,11 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if ctx.Err() == nil {
-			fmt.Fprintf(stderr, "muxd exec: %v\n", err)
+			hint := ""
+			if *withStdin && errors.Is(err, mux.ErrTooLarge) {
+				hint = " (--stdin is sent with the request, base64-encoded: keep it under about 3/4 of the daemon's --max-rpc-request; for more, have the command read a file)"
+			}
+			fmt.Fprintf(stderr, "muxd exec: %v%s\n", err, hint)
 			return 1
 		}
 		cause := context.Cause(ctx)

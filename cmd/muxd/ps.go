@@ -21,7 +21,8 @@ Lists background processes (muxd start, or process.start over the API),
 terminals and sessions. The commands of muxd exec are not listed: an
 interrupted muxd exec kills its command, but a muxd exec that was itself
 killed (kill -9) leaves it running to its end; muxd kill ID ends it, with
-the ID given to muxd exec --id.
+the ID given to muxd exec --id (muxd kill --signal INT ID for a --session
+command: a TERM ends the session's shell too).
 
 Flags:
 `
