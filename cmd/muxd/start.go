@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
 )
 
 const startUsage = `Usage: muxd start [flags] -- COMMAND [ARGS...]
@@ -56,7 +58,11 @@ func runStart(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	p, err := c.StartProcess(ctx, command, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "muxd start: %v\n", err)
+		hint := ""
+		if *session != "" && client.IsCode(err, mux.CodeNotFound) && strings.Contains(err.Error(), "session") {
+			hint = fmt.Sprintf(" (a session is made by its first muxd exec --session %s)", *session)
+		}
+		fmt.Fprintf(stderr, "muxd start: %v%s\n", err, hint)
 		return 1
 	}
 	fmt.Fprintln(stdout, p.ID())
