@@ -55,6 +55,12 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	// they set ahead of the replay: a new one (no from), and one that
 	// lost some, which first has the modes it had undone.
 	head, restore, lost := t.ring.head, start < first && first > 0, start >= 0 && start < first
+	// A viewer resuming where it stopped (from within the retained
+	// output) gets exactly the bytes after it: its terminal has those
+	// before, and is in the middle of whatever character or sequence
+	// they end in. Only a viewer that starts afresh or lost bytes starts
+	// at a boundary.
+	exact := start >= first
 	if start < 0 {
 		start = first
 	}
@@ -88,7 +94,10 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	t.mu.Unlock()
 
 	i := 0
-	if len(win) > 0 {
+	switch {
+	case exact:
+		i = int(start - ctxStart)
+	case len(win) > 0:
 		sevenBitC1(win)
 		i = alignStart(win, int(start-ctxStart), known)
 		// A sequence open across start and past the window (an OSC 52
@@ -110,10 +119,7 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	a.rpos = min(ctxStart+int64(i), end)
 	if lost || (opts.ResetModes && opts.From < 0) {
 		a.modes = termmodes.AppendResetAll(a.modes)
-		if opts.ResetModes && !lost && a.rpos >= end {
-			// Nothing to replay: clear the screen too. The SandboxAddon
-			// clears it itself only when no byte came before ready,
-			// and the reset is such a byte.
+		if opts.ClearScreen {
 			a.modes = append(a.modes, clearScreen...)
 		}
 	}

@@ -160,8 +160,9 @@ func lastTick(s string) int {
 }
 
 // The replay is read a piece at a time: a query cut between its ESC and
-// the backslash of its ST is still dropped whole, and a cursor inside a
-// long sequence (an OSC 52 payload) starts after it, however long.
+// the backslash of its ST is still dropped whole. A viewer resuming from
+// inside a long sequence (an OSC 52 payload) gets the rest of it: its
+// terminal is in the middle of it.
 func TestReplayPiecesKeepSequencesWhole(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -170,9 +171,10 @@ func TestReplayPiecesKeepSequencesWhole(t *testing.T) {
 		wait   string
 		absent string
 		want   string
+		prefix string
 	}{
-		{"ST cut by the piece", `print "x" x 4089, "\e]11;?\e\\", "tail\n"; sleep 30`, -1, "tail", "\x1b]11;?", "tail"},
-		{"cursor inside a long OSC", `print "abc\e]52;c;", "Q" x 10000, "\a", "after\n"; sleep 30`, 20, "after", "Q", "after"},
+		{"ST cut by the piece", `print "x" x 4089, "\e]11;?\e\\", "tail\n"; sleep 30`, -1, "tail", "\x1b]11;?", "tail", ""},
+		{"resume inside a long OSC", `print "abc\e]52;c;", "Q" x 10000, "\a", "after\n"; sleep 30`, 20, "after", "abc", "Q\aafter", strings.Repeat("Q", 9990)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,9 +187,36 @@ func TestReplayPiecesKeepSequencesWhole(t *testing.T) {
 			c.waitFor(t, tc.wait)
 			late := attach(t, term, AttachOptions{From: tc.from})
 			late.waitSync(t)
-			if r := late.replayString(); strings.Contains(r, tc.absent) || !strings.Contains(r, tc.want) {
-				t.Fatalf("replay from %d holds %q: %v, or lacks %q (%d bytes)", tc.from, tc.absent, strings.Contains(r, tc.absent), tc.want, len(r))
+			if r := late.replayString(); strings.Contains(r, tc.absent) || !strings.Contains(r, tc.want) || !strings.HasPrefix(r, tc.prefix) {
+				t.Fatalf("replay from %d holds %q: %v, or lacks %q, or does not start with %d bytes of %.10q (%d bytes: %.20q)", tc.from, tc.absent, strings.Contains(r, tc.absent), tc.want, len(tc.prefix), tc.prefix, len(r), r)
 			}
 		})
+	}
+}
+
+// TestResumeIsExact: a viewer resuming from an offset within the retained
+// output gets exactly the bytes from there, in the middle of a character
+// or a sequence too: its terminal holds the bytes before.
+func TestResumeIsExact(t *testing.T) {
+	m := newTestManager(t, Config{})
+	term, err := m.Create(CreateOptions{Shell: "perl", Args: []string{"-e", `$| = 1; print "MARK\303\251\e[31mZ\e[0mEND\n"; sleep 30`}})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	c := attach(t, term, AttachOptions{From: -1})
+	c.waitFor(t, "END")
+	for _, tc := range []struct {
+		from int64
+		want string
+	}{
+		{5, "\xa9\x1b[31mZ\x1b[0mEND"}, // the second byte of é
+		{7, "[31mZ\x1b[0mEND"},         // after the ESC of ESC [31m
+		{0, "MARK\u00e9\x1b[31mZ"},
+	} {
+		late := attach(t, term, AttachOptions{From: tc.from})
+		late.waitSync(t)
+		if r := late.replayString(); !strings.HasPrefix(r, tc.want) {
+			t.Errorf("replay from %d: %q, want it to start with %q", tc.from, r, tc.want)
+		}
 	}
 }

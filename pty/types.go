@@ -65,9 +65,11 @@ type AttachOptions struct {
 	// (alternate screen, mouse, keypad, bracketed paste, …) ahead of the
 	// replay: for a viewer that may still be in the modes of an earlier
 	// terminal, such as the Cloudflare SandboxAddon, which keeps its
-	// xterm.js across reconnects and only clears the screen. With
-	// nothing to replay, the screen is cleared as well.
+	// xterm.js across reconnects and only clears the screen.
 	ResetModes bool
+	// ClearScreen, with ResetModes, also clears the screen ahead of the
+	// replay: for a viewer of a terminal that was just created for it.
+	ClearScreen bool
 }
 
 // AttachInfo is the terminal's state when an attachment started.

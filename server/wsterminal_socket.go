@@ -87,8 +87,10 @@ func (s *termSocket) serve(ctx context.Context, conn *websocket.Conn, t *pty.Ter
 	start := time.Now()
 	// The SandboxAddon keeps its xterm.js across reconnects, in whatever
 	// modes the last terminal left it (alternate screen, mouse): without
-	// a cursor, reset them ahead of the replay.
-	a, _, err := t.Attach(pty.AttachOptions{From: s.q.cursor, ResetModes: true})
+	// a cursor, reset them ahead of the replay. A terminal this socket
+	// created starts on a clear screen: the addon clears it itself only
+	// when no byte came before ready, and the reset is such a byte.
+	a, _, err := t.Attach(pty.AttachOptions{From: s.q.cursor, ResetModes: true, ClearScreen: created})
 	if err != nil {
 		_ = conn.Close(websocket.StatusInternalError, "terminal gone") // Best effort.
 		return

@@ -20,6 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/muxd/muxd/internal/termmodes"
 	"github.com/muxd/muxd/pty"
 )
 
@@ -496,16 +497,17 @@ func TestWSTerminalBadQuery(t *testing.T) {
 	}
 }
 
-// TestWSTerminalClearsWhenNothingReplays: the mode reset ahead of ready
-// keeps the addon from clearing the screen itself (it does when no byte
-// came first), so a new terminal's socket clears it; one with output to
-// replay does not.
-func TestWSTerminalClearsWhenNothingReplays(t *testing.T) {
+// TestWSTerminalClearsANewTerminal: the mode reset ahead of ready keeps
+// the addon from clearing the screen itself (it does when no byte came
+// first), so the socket that created a terminal clears it; a reattach
+// does not.
+func TestWSTerminalClearsANewTerminal(t *testing.T) {
 	e := newWSTEnv(t, TerminalHandlerOptions{})
 	wc := e.dial(t, "/ws/terminal?id=cl", nil)
 	wc.waitReady()
-	if !bytes.HasSuffix(wc.pre.Bytes(), []byte("\x1b[H\x1b[2J")) {
-		t.Fatalf("a new terminal's bytes before ready: %q, want a mode reset and a clear", wc.pre.Bytes())
+	reset := termmodes.AppendResetAll(nil)
+	if !bytes.HasPrefix(wc.pre.Bytes(), append(reset, "\x1b[H\x1b[2J"...)) {
+		t.Fatalf("a new terminal's bytes before ready: %q, want a mode reset and a clear first", wc.pre.Bytes())
 	}
 	wc.typeLine("echo replay-me")
 	wc.waitOutput("replay-me")
