@@ -228,15 +228,16 @@ func (c *Client) supervise(conn *mux.Conn) {
 			return
 		}
 		c.setConn(nil)
-		if c.opts.NoReconnect {
-			c.log.Info("disconnected", "err", conn.Err())
-			return
-		}
-		c.log.Info("disconnected; reconnecting", "err", conn.Err())
 		err := conn.Err()
 		if err == nil {
 			err = ErrDisconnected
 		}
+		if c.opts.NoReconnect {
+			c.log.Info("disconnected", "err", conn.Err())
+			c.event(connEvent{err: err})
+			return
+		}
+		c.log.Info("disconnected; reconnecting", "err", conn.Err())
 		c.event(connEvent{err: err})
 		next := c.redial()
 		if next == nil {
@@ -352,9 +353,12 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		}
 		err = conn.Call(ctx, method, params, result)
 		if err != nil && lost(conn, err) {
+			if c.ctx.Err() != nil {
+				return ErrClosed // Close ended the socket
+			}
 			return fmt.Errorf("%s: %w", method, ErrDisconnected)
 		}
-		if !IsCode(err, mux.CodeBusy) || !sleepCtx(ctx, backoff) {
+		if !mux.IsOverload(err) || !sleepCtx(ctx, backoff) {
 			return err
 		}
 	}
@@ -392,7 +396,7 @@ func (c *Client) callRetrying(ctx context.Context, method string, params, result
 		case err != nil && lost(conn, err):
 			resent = true
 			continue
-		case IsCode(err, mux.CodeBusy) && sleepCtx(ctx, backoff):
+		case mux.IsOverload(err) && sleepCtx(ctx, backoff):
 			backoff = min(backoff*2, 100*time.Millisecond)
 			continue
 		}

@@ -29,7 +29,9 @@ type ExecOptions struct {
 	MaxOutput int
 	// OnOutput, when set, receives the output live through a process
 	// channel, every byte once and in order within each stream. data is
-	// valid only during the call: copy it to keep it.
+	// valid only during the call: copy it to keep it. An exec whose
+	// record left retention before its output could be followed (many
+	// other execs ending at once) gets the result's output instead.
 	OnOutput func(stream string, data []byte)
 	// OnGap, with OnOutput, is told where the live output lost bytes:
 	// the daemon keeps the last outputLimit bytes of each stream, and a
@@ -117,7 +119,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 	if live != nil {
 		if err != nil {
 			live.stop()
-		} else if lerr := live.finish(ctx); lerr != nil && ctx.Err() != nil {
+		} else if lerr := live.finish(ctx, res); lerr != nil && ctx.Err() != nil {
 			return res, lerr
 		}
 	}
@@ -151,6 +153,13 @@ func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions, stale stri
 		limit = 256 << 10
 	}
 	res := &ExecResult{ID: info.ID, ExitCode: info.ExitCode, Signal: info.Signal, TimedOut: info.Status == "timed_out"}
+	if info.EndedAt != nil {
+		start, err1 := time.Parse(time.RFC3339Nano, info.StartedAt)
+		end, err2 := time.Parse(time.RFC3339Nano, *info.EndedAt)
+		if err1 == nil && err2 == nil && !end.Before(start) {
+			res.Duration = end.Sub(start)
+		}
+	}
 	if res.Stdout, err = p.readAll(ctx, "stdout", limit); err != nil {
 		return nil, err
 	}
@@ -240,9 +249,10 @@ func (c *Client) sessionBusy(ctx context.Context, id string) (bool, error) {
 type liveOutput struct {
 	done   chan struct{}
 	cancel context.CancelFunc
-	// mu guards err.
+	// mu guards err and res.
 	mu  sync.Mutex
 	err error
+	res *ExecResult // the exec's result, once it came
 }
 
 // startLive opens the exec's process channel as soon as the exec is
@@ -270,6 +280,18 @@ func startLive(ctx context.Context, c *Client, id, stale string, fn func(string,
 				l.setErr(err)
 				return
 			}
+			if res := l.result(); res != nil {
+				// The exec ended and its record is gone already (other
+				// records pushed it out of retention): its output is
+				// what the result holds.
+				if len(res.Stdout) > 0 {
+					fn("stdout", res.Stdout)
+				}
+				if len(res.Stderr) > 0 {
+					fn("stderr", res.Stderr)
+				}
+				return
+			}
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -295,9 +317,19 @@ func (l *liveOutput) setErr(err error) {
 	l.mu.Unlock()
 }
 
+func (l *liveOutput) result() *ExecResult {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.res
+}
+
 // finish waits until every byte was delivered (the channel reaches the
-// exec's end), or ctx ends.
-func (l *liveOutput) finish(ctx context.Context) error {
+// exec's end), or ctx ends. res is the exec's result, delivered instead
+// if its record is gone before its output could be followed.
+func (l *liveOutput) finish(ctx context.Context, res *ExecResult) error {
+	l.mu.Lock()
+	l.res = res
+	l.mu.Unlock()
 	select {
 	case <-l.done:
 	case <-ctx.Done():

@@ -330,11 +330,14 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 	return w.f.ch, nil
 }
 
-// discard drains a stdin channel's output so its credit keeps flowing.
+// discard drains a stdin channel's output so its credit keeps flowing,
+// and closes the channel once the daemon ended it (the process exited):
+// a connection holds a bounded number of open channels.
 func discard(ch *mux.Channel) {
 	buf := make([]byte, 32<<10)
 	for {
 		if _, err := ch.Read(buf); err != nil {
+			_ = ch.Close() // Best effort: the channel or its socket is over.
 			return
 		}
 	}

@@ -113,7 +113,8 @@ type Terminal struct {
 	rows     int
 	exit     *ExitInfo
 	closed   bool
-	pending  []byte
+	pending  []byte // read from the channel, not yet returned by Read
+	unread   int    // len(pending), for Offset
 	buf      []byte
 	info     TerminalInfo
 }
@@ -224,7 +225,10 @@ func (t *Terminal) ID() string { return t.id }
 func (t *Terminal) Offset() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.offset
+	if t.offset < 0 {
+		return -1
+	}
+	return t.offset - int64(t.unread)
 }
 
 // Read returns terminal output: replayed bytes first, then live bytes.
@@ -244,6 +248,7 @@ func (t *Terminal) Read(p []byte) (int, error) {
 			if t.offset >= 0 {
 				t.offset += int64(n)
 			}
+			t.unread = n
 			t.mu.Unlock()
 			t.pending = t.buf[:n]
 		case lost(ch.Conn(), err):
@@ -252,11 +257,17 @@ func (t *Terminal) Read(p []byte) (int, error) {
 		case errors.Is(err, io.EOF):
 			return 0, io.EOF
 		default:
+			if _, cerr := t.current(); cerr != nil {
+				return 0, cerr // Close ended the read
+			}
 			return 0, err
 		}
 	}
 	n := copy(p, t.pending)
 	t.pending = t.pending[n:]
+	t.mu.Lock()
+	t.unread = len(t.pending)
+	t.mu.Unlock()
 	return n, nil
 }
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -449,5 +450,126 @@ func TestClientRemoveThatRanBeforeADropSucceeds(t *testing.T) {
 	proxy.drop()
 	if err := <-done; err != nil {
 		t.Fatalf("Delete whose answer was lost: %v, want nil", err)
+	}
+}
+
+// TestClientRemoveOfARunningProcessAnswersBusy: the daemon's busy for a
+// process still running is an answer, not an overloaded socket to retry.
+func TestClientRemoveOfARunningProcessAnswersBusy(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 20*time.Second)
+	p, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.Remove(rctx); !client.IsCode(err, mux.CodeBusy) || rctx.Err() != nil {
+		t.Fatalf("Remove of a running process: %v (ctx %v), want busy at once", err, rctx.Err())
+	}
+	if err := p.Kill(ctx, "KILL", 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientStdinChannelsEndWithTheirProcess: a process's stdin channel
+// is closed once the process ended, so a connection that starts many
+// processes with stdin does not reach its channel limit.
+func TestClientStdinChannelsEndWithTheirProcess(t *testing.T) {
+	d := startDaemon(t, nil, "--max-channels", "8")
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 60*time.Second)
+	for i := range 16 {
+		p, err := c.StartProcess(ctx, "cat >/dev/null", client.ProcessOptions{Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Stdin().Write([]byte("x\n")); err != nil {
+			t.Fatalf("process %d: stdin: %v", i, err)
+		}
+		if err := p.Stdin().Close(); err != nil {
+			t.Fatalf("process %d: stdin close: %v", i, err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestClientTerminalOffsetCountsWhatReadReturned: Offset is where the
+// next byte Read returns sits, not past bytes still buffered.
+func TestClientTerminalOffsetCountsWhatReadReturned(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 20*time.Second)
+	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := c.AttachTerminal(ctx, term.ID(), client.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close()
+	if _, err := tm.Write([]byte("stty -echo; echo 0123456789ABCDEF-$((1+1))\r")); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	b := make([]byte, 1)
+	for !bytes.Contains(got, []byte("0123456789ABCDEF-2")) {
+		if _, err := tm.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b[0])
+		if len(got) > 1<<16 {
+			t.Fatalf("no marker in %q", got)
+		}
+	}
+	// Read a few more bytes one at a time; a second attachment from
+	// Offset must start with what this one reads next.
+	off := tm.Offset()
+	next := make([]byte, 0, 3)
+	for len(next) < 3 {
+		if _, err := tm.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		next = append(next, b[0])
+	}
+	if off < 0 {
+		t.Fatal("Offset -1 after live bytes")
+	}
+	other, err := c.AttachTerminal(ctx, term.ID(), client.AttachOptions{From: &off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	first := make([]byte, 3)
+	if _, err := io.ReadFull(other, first); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, next) {
+		t.Fatalf("from Offset %d: %q, want %q", off, first, next)
+	}
+}
+
+// TestClientNoReconnectStillTellsOnDisconnect: without reconnects, the
+// drop is still reported to OnDisconnect.
+func TestClientNoReconnectStillTellsOnDisconnect(t *testing.T) {
+	d := startDaemon(t, nil)
+	told := make(chan error, 1)
+	d.dial(t, client.Options{NoReconnect: true, OnDisconnect: func(err error) {
+		select {
+		case told <- err:
+		default:
+		}
+	}})
+	if err := d.cmd.Process.Kill(); err != nil { // our child, by pid
+		t.Fatal(err)
+	}
+	select {
+	case <-told:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnDisconnect was not called")
 	}
 }

@@ -117,6 +117,30 @@ func ErrInternal(msg string) *Error { return NewError(CodeInternal, "%s", msg) }
 // ErrBusy returns a busy error.
 func ErrBusy(msg string) *Error { return NewError(CodeBusy, "%s", msg) }
 
+// The messages of the busy errors a Conn answers by itself, without
+// running the request: past its caps or its memory budget.
+const (
+	busyLong   = "too many long requests in flight"
+	busyShort  = "too many requests in flight"
+	busyBudget = "connection memory budget exhausted"
+)
+
+// IsOverload reports whether err is a busy refusal of the connection
+// itself (too many requests in flight, no memory budget): the request
+// did not run, and sending it again later may succeed. A handler's own
+// busy (a process still running) is not one.
+func IsOverload(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeBusy {
+		return false
+	}
+	switch e.Message {
+	case busyLong, busyShort, busyBudget:
+		return true
+	}
+	return false
+}
+
 // ErrTimeout returns a timeout error.
 func ErrTimeout(msg string) *Error { return NewError(CodeTimeout, "%s", msg) }
 

@@ -62,11 +62,11 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	case c.pending[key] != nil:
 		busy = NewError(CodeInvalidRequest, "id %s is already in flight", key)
 	case long && c.longInflight >= c.cfg.MaxLongInflight:
-		busy = ErrBusy("too many long requests in flight")
+		busy = ErrBusy(busyLong)
 	case !long && c.shortInflight >= c.cfg.MaxRPCInflight:
-		busy = ErrBusy("too many requests in flight")
+		busy = ErrBusy(busyShort)
 	case c.used+size > c.outputCapLocked():
-		busy = ErrBusy("connection memory budget exhausted")
+		busy = ErrBusy(busyBudget)
 	}
 	if busy != nil {
 		c.mu.Unlock()
