@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -125,6 +126,24 @@ func TestHealthCommand(t *testing.T) {
 	}
 	if err := exec.Command(muxdBin, "health", "--url", "http://127.0.0.1:1", "--timeout", "2s").Run(); err == nil {
 		t.Fatal("muxd health succeeded against nothing")
+	}
+	// With a token, health also checks that the daemon takes it; without
+	// one (the Docker HEALTHCHECK), it checks liveness only.
+	dt := startDaemon(t, []string{"MUXD_TOKEN=good-token"})
+	for _, tc := range []struct {
+		token, want string
+		ok          bool
+	}{
+		{"", "ok", true},
+		{"good-token", "ok (token accepted)", true},
+		{"bad-token", "refused the token", false},
+	} {
+		cmd := exec.Command(muxdBin, "health", "--url", dt.URL)
+		cmd.Env = append(os.Environ(), "MUXD_TOKEN="+tc.token)
+		out, err := cmd.CombinedOutput()
+		if (err == nil) != tc.ok || !strings.Contains(string(out), tc.want) {
+			t.Errorf("muxd health with token %q: %v %q, want ok=%v and %q", tc.token, err, out, tc.ok, tc.want)
+		}
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 const healthUsage = `Usage: muxd health [flags]
 
 Exits 0 when the daemon answers GET /healthz, 1 otherwise (the Docker
-HEALTHCHECK runs it).
+HEALTHCHECK runs it). With a token (MUXD_TOKEN or --token-file), it also
+checks that the daemon accepts it (GET /auth), so a client's settings can
+be tested.
 
 Flags:
 `
@@ -25,7 +27,16 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseClientFlags(fs, args, healthUsage, stderr); !ok {
 		return code
 	}
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "muxd health: --timeout %v must be positive\n", *timeout)
+		return 2
+	}
 	u, err := o.httpURL("/healthz")
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd health: %v\n", err)
+		return 2
+	}
+	tok, err := o.token()
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
 		return 2
@@ -48,6 +59,44 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "muxd health: %s answered %s\n", u, resp.Status)
 		return 1
 	}
+	if tok != "" {
+		if code := checkToken(ctx, &o, tok, stderr); code != 0 {
+			return code
+		}
+		fmt.Fprintln(stdout, "ok (token accepted)")
+		return 0
+	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
+}
+
+// checkToken asks /auth whether the daemon takes tok.
+func checkToken(ctx context.Context, o *clientOpts, tok string, stderr io.Writer) int {
+	u, err := o.httpURL("/auth")
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd health: %v\n", err)
+		return 2
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd health: %v\n", err)
+		return 2
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd health: %v\n", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // Best effort.
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return 0
+	case http.StatusUnauthorized, http.StatusForbidden:
+		fmt.Fprintln(stderr, "muxd health: the daemon is up but refused the token (check MUXD_TOKEN or --token-file)")
+	default:
+		fmt.Fprintf(stderr, "muxd health: %s answered %s\n", u, resp.Status)
+	}
+	return 1
 }
