@@ -103,6 +103,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 		live = startLive(ctx, c, opts.ID, stale, opts.OnOutput, opts.OnGap)
 	}
 	var w execWire
+	boot := c.Boot()
 	err := c.Call(ctx, "exec", p, &w)
 	var res *ExecResult
 	switch {
@@ -110,6 +111,9 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 		res, err = decodeExec(w)
 	case errors.Is(err, ErrDisconnected):
 		res, err = c.execAfterDrop(ctx, opts, stale)
+		if IsCode(err, mux.CodeNotFound) && c.Boot() != boot {
+			err = mux.NewError(mux.CodeNotFound, "exec %q: the daemon restarted while it ran: its result is lost", opts.ID)
+		}
 		if err != nil && ctx.Err() != nil {
 			// Cancelled while waiting on the new socket: the request's
 			// rpc.cancel went down with the old one, so kill by id.
