@@ -13,6 +13,9 @@ var (
 	// ErrDisconnected is returned by a request whose socket dropped while
 	// it was pending and that cannot safely be sent again.
 	ErrDisconnected = errors.New("client: disconnected while the request was pending")
+	// ErrReadOnly is returned by a read-only terminal attachment's Write,
+	// Resize and Signal: the daemon drops them.
+	ErrReadOnly = errors.New("client: read-only attachment")
 )
 
 // GapError reports output the daemon no longer retained: Bytes bytes of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -306,8 +307,12 @@ func (t *Terminal) Exit() (code *int, signal string, ok bool) {
 	return t.exit.Code, t.exit.Signal, true
 }
 
-// Write types p into the terminal.
+// Write types p into the terminal (ErrReadOnly on a read-only
+// attachment, which the daemon would drop it from).
 func (t *Terminal) Write(p []byte) (int, error) {
+	if t.readOnly {
+		return 0, ErrReadOnly
+	}
 	done := 0
 	for {
 		ch, err := t.channel(context.Background())
@@ -329,6 +334,12 @@ func (t *Terminal) Write(p []byte) (int, error) {
 // Resize sets the terminal size (latest wins); it is re-applied after a
 // reconnect.
 func (t *Terminal) Resize(cols, rows int) error {
+	if t.readOnly {
+		return ErrReadOnly
+	}
+	if cols < 1 || rows < 1 || cols > maxTermSize || rows > maxTermSize {
+		return fmt.Errorf("client: terminal size %dx%d: each must be 1 to %d", cols, rows, maxTermSize)
+	}
 	t.mu.Lock()
 	t.cols, t.rows = cols, rows
 	t.mu.Unlock()
@@ -339,8 +350,14 @@ func (t *Terminal) Resize(cols, rows int) error {
 	return ch.SendCtrl(map[string]any{"op": "resize", "cols": cols, "rows": rows})
 }
 
+// maxTermSize is the daemon's largest terminal side (docs/protocol.md).
+const maxTermSize = 1000
+
 // Signal sends sig (e.g. "INT") to the terminal's foreground process group.
 func (t *Terminal) Signal(sig string) error {
+	if t.readOnly {
+		return ErrReadOnly
+	}
 	ch, err := t.channel(context.Background())
 	if err != nil {
 		return err

@@ -573,3 +573,37 @@ func TestClientNoReconnectStillTellsOnDisconnect(t *testing.T) {
 		t.Fatal("OnDisconnect was not called")
 	}
 }
+
+// TestClientTerminalMisuseIsAnError: what the daemon would drop or
+// ignore is refused by the client with an error, not a silent nil.
+func TestClientTerminalMisuseIsAnError(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 20*time.Second)
+	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range [][2]int{{0, 0}, {5000, 10}, {80, -1}} {
+		if err := term.Resize(size[0], size[1]); err == nil {
+			t.Errorf("Resize(%d, %d): nil, want an error", size[0], size[1])
+		}
+	}
+	if err := term.Resize(100, 30); err != nil {
+		t.Fatalf("Resize(100, 30): %v", err)
+	}
+	ro, err := c.AttachTerminal(ctx, term.ID(), client.AttachOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.Write([]byte("x")); !errors.Is(err, client.ErrReadOnly) {
+		t.Errorf("read-only Write: %v", err)
+	}
+	if err := ro.Resize(90, 20); !errors.Is(err, client.ErrReadOnly) {
+		t.Errorf("read-only Resize: %v", err)
+	}
+	if err := ro.Signal("INT"); !errors.Is(err, client.ErrReadOnly) {
+		t.Errorf("read-only Signal: %v", err)
+	}
+}
