@@ -185,9 +185,12 @@ func (c *Client) killExec(opts ExecOptions, stale string) {
 	// Only this exec: not the earlier holder of a reused ID, or what it
 	// left running.
 	var info ProcessInfo
-	if err := c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &info); err != nil || info.Instance == stale {
+	err := c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &info)
+	if err == nil && info.Instance == stale || err != nil && !IsCode(err, mux.CodeNotFound) {
 		return
 	}
+	// not_found: a session exec waiting for its turn is not registered
+	// yet, and a kill by its id drops it.
 	params := map[string]any{"id": opts.ID}
 	if opts.SessionID != "" {
 		params["signal"] = "INT"

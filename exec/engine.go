@@ -35,10 +35,14 @@ type Engine struct {
 	ended      []*process // ended records, oldest first, for retention
 	endedBytes int64      // output retained by ended, for RetainBytes
 	sessions   map[string]*session
-	subs       map[uint64]func(Event)
-	nextSub    uint64
-	closed     bool
-	creating   sync.WaitGroup // sessions still starting: Close waits for them
+	// queued are the session execs waiting for their session's turn, by
+	// id: they are registered only when it comes, and KillProcess calls
+	// these to drop one before it runs.
+	queued   map[string]*queuedExec
+	subs     map[uint64]func(Event)
+	nextSub  uint64
+	closed   bool
+	creating sync.WaitGroup // sessions still starting: Close waits for them
 
 	testSetup string // shell code run before a session's loop (tests only)
 }
@@ -243,6 +247,28 @@ func (e *Engine) register(p *process) error {
 	}
 	e.procs[p.id] = p
 	return nil
+}
+
+// queuedExec is a session exec waiting for its turn (Engine.queued).
+type queuedExec struct {
+	cancel context.CancelCauseFunc
+	killed bool // by KillProcess: it must not run
+}
+
+// registerQueued registers session exec p once it has its turn, and in
+// the same step ends its queued entry q: a KillProcess either found q
+// (and p does not run) or finds p.
+func (e *Engine) registerQueued(p *process, q *queuedExec) error {
+	e.mu.Lock()
+	killed := q.killed
+	if e.queued[p.id] == q {
+		delete(e.queued, p.id)
+	}
+	e.mu.Unlock()
+	if killed {
+		return errKilledQueued
+	}
+	return e.register(p)
 }
 
 // unregister forgets a record that never started.

@@ -204,6 +204,16 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) err
 // ended process is not an error: what it left running (its process group
 // and the daemons carrying its tree mark) is ended.
 func (e *Engine) KillProcess(id string, sig syscall.Signal, grace time.Duration) error {
+	e.mu.Lock()
+	q := e.queued[id]
+	if q != nil { // a session exec still waiting for its turn: it must not run
+		q.killed = true
+	}
+	e.mu.Unlock()
+	if q != nil {
+		q.cancel(errKilledQueued)
+		return nil
+	}
 	p, err := e.lookup(id)
 	if err != nil {
 		return err

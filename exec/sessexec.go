@@ -72,6 +72,44 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	return b.String(), nil
 }
 
+// errKilledQueued ends a session exec that KillProcess dropped while it
+// waited for its turn.
+var errKilledQueued = fmt.Errorf("%w: killed while waiting for the session's turn", context.Canceled)
+
+// awaitTurn takes s's turn for exec id, and while it waits, lets
+// KillProcess drop it: a client that gave up on the exec (its socket
+// dropped, so rpc.cancel went nowhere) can still stop it by id before it
+// runs. With the turn, the entry stays until registerQueued ends it;
+// release ends it on the paths that never register.
+func (e *Engine) awaitTurn(ctx context.Context, s *session, id string) (q *queuedExec, release func(), err error) {
+	qctx, cancel := context.WithCancelCause(ctx)
+	q = &queuedExec{cancel: cancel}
+	e.mu.Lock()
+	if e.queued == nil {
+		e.queued = make(map[string]*queuedExec)
+	}
+	if e.queued[id] == nil {
+		e.queued[id] = q
+	}
+	e.mu.Unlock()
+	release = func() {
+		e.mu.Lock()
+		if e.queued[id] == q {
+			delete(e.queued, id)
+		}
+		e.mu.Unlock()
+		cancel(nil)
+	}
+	if err := s.turn.lock(qctx); err != nil {
+		release()
+		if context.Cause(qctx) == errKilledQueued {
+			return nil, nil, errKilledQueued
+		}
+		return nil, nil, err
+	}
+	return q, release, nil
+}
+
 // execSession runs a command in a session's shell, in its turn.
 func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (ExecResult, error) {
 	s, err := e.startedSession(ctx, req.SessionID)
@@ -90,10 +128,12 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	if timeout == 0 {
 		timeout = s.timeout
 	}
-	if err := s.turn.lock(ctx); err != nil {
+	q, release, err := e.awaitTurn(ctx, s, id)
+	if err != nil {
 		return ExecResult{}, err
 	}
 	defer s.endTurn()
+	defer release()
 	if err := s.alive(); err != nil {
 		return ExecResult{}, err
 	}
@@ -135,7 +175,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		return nil
 	}
 	p.pinned = 1 // until the result is read (not listed yet: no lock needed)
-	if err := e.register(p); err != nil {
+	if err := e.registerQueued(p, q); err != nil {
 		return ExecResult{}, err
 	}
 	defer e.unpin(p)

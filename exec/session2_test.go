@@ -309,3 +309,52 @@ func TestSessionFirstUsesInParallel(t *testing.T) {
 		}
 	}
 }
+
+// TestKillDropsAQueuedSessionExec: a session exec waiting for its turn
+// is not registered yet, but a kill by its id drops it: it never runs.
+func TestKillDropsAQueuedSessionExec(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	dir := t.TempDir()
+	busy := make(chan error, 1)
+	go func() {
+		_, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{SessionID: sid, Command: "sleep 1"})
+		busy <- err
+	}()
+	queued := make(chan error, 1)
+	go func() {
+		for range 500 { // the sleep has the turn first
+			if s, _ := e.session(sid); s != nil && s.info().Busy {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		_, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{ID: "q1", SessionID: sid, Command: "touch " + dir + "/ran"})
+		queued <- err
+	}()
+	for i := 0; ; i++ {
+		e.mu.Lock()
+		q := e.queued["q1"]
+		e.mu.Unlock()
+		if q != nil {
+			break
+		}
+		if i > 2000 {
+			t.Fatal("the exec never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := e.KillProcess("q1", unix.SIGTERM, 0); err != nil {
+		t.Fatalf("kill of a queued exec: %v", err)
+	}
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the queued exec: %v, want it cancelled", err)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "true"})
+	if _, err := os.Stat(dir + "/ran"); !os.IsNotExist(err) {
+		t.Fatalf("the dropped exec ran: %v", err)
+	}
+}

@@ -284,16 +284,23 @@ func killExecWithin(c *client.Client, id string, inSession bool, d time.Duration
 	// Short: a daemon out of reach would only keep the user waiting.
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	p, err := c.Process(ctx, id)
-	if client.IsCode(err, mux.CodeNotFound) {
-		return nil // never started (a session exec waiting its turn is dropped with the request)
-	}
-	if err != nil {
-		return err
-	}
 	sig := "TERM"
 	if inSession {
 		sig = "INT"
+	}
+	p, err := c.Process(ctx, id)
+	if client.IsCode(err, mux.CodeNotFound) {
+		// Not started: a session exec waiting for its turn is dropped
+		// by a kill of its id (the cancelled request may not have
+		// reached the daemon).
+		err = c.Call(ctx, "process.kill", map[string]string{"id": id, "signal": sig}, nil)
+		if client.IsCode(err, mux.CodeNotFound) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
 	}
 	if err := p.Kill(ctx, sig, 0); err != nil {
 		return err
