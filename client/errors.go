@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/muxd/muxd/mux"
 )
@@ -34,4 +35,13 @@ func (e *GapError) Error() string {
 func IsCode(err error, code mux.Code) bool {
 	var e *mux.Error
 	return errors.As(err, &e) && e.Code == code
+}
+
+// checkTimeout refuses a negative timeout, which would otherwise go out
+// as none (0).
+func checkTimeout(name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("client: %s %v is negative (0 means none)", name, d)
+	}
+	return nil
 }

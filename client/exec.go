@@ -80,6 +80,9 @@ type execWire struct {
 // result. The command survives a dropped socket: Exec then waits for it
 // by id on the new socket and reads its output back.
 func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*ExecResult, error) {
+	if err := checkTimeout("Timeout", opts.Timeout); err != nil {
+		return nil, err
+	}
 	var stale string // the instance an earlier holder of a caller's ID has
 	if opts.ID == "" {
 		opts.ID = uuid.NewString()

@@ -54,7 +54,10 @@ type processStartParams struct {
 	OutputLimit int64              `json:"outputLimit,omitempty"`
 }
 
-// Process is a handle on a daemon process.
+// Process is a handle on a daemon process. Its output readers are bound
+// to the process instance it names; its other calls (Wait, Kill, Remove,
+// WaitForLog, ...) go by id, so once the process ended and its id was
+// given to a new one, they act on the new one: take a new handle then.
 type Process struct {
 	c        *Client
 	id       string
@@ -79,6 +82,9 @@ func (p *Process) setInfo(info ProcessInfo) {
 
 // StartProcess starts command (bash -c) and returns once it runs.
 func (c *Client) StartProcess(ctx context.Context, command string, opts ProcessOptions) (*Process, error) {
+	if err := checkTimeout("Timeout", opts.Timeout); err != nil {
+		return nil, err
+	}
 	var info ProcessInfo
 	err := c.Call(ctx, "process.start", processStartParams{
 		Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env, SessionID: opts.SessionID,

@@ -32,6 +32,9 @@ type Session struct {
 
 // CreateSession starts a session.
 func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Session, error) {
+	if err := checkTimeout("CommandTimeout", opts.CommandTimeout); err != nil {
+		return nil, err
+	}
 	var r struct {
 		ID  string `json:"id"`
 		Cwd string `json:"cwd"`

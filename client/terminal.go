@@ -308,7 +308,10 @@ func (t *Terminal) Exit() (code *int, signal string, ok bool) {
 }
 
 // Write types p into the terminal (ErrReadOnly on a read-only
-// attachment, which the daemon would drop it from).
+// attachment, which the daemon would drop it from). Bytes written as the
+// socket drops may be lost: like a keystroke into a broken ssh session,
+// nothing acknowledges them. The same holds for Signal and Resize (a
+// resize is sent again after a reconnect).
 func (t *Terminal) Write(p []byte) (int, error) {
 	if t.readOnly {
 		return 0, ErrReadOnly
