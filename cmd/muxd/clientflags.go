@@ -14,10 +14,14 @@ import (
 type clientOpts struct {
 	url       string
 	tokenFile string
+	// urlFrom and tokenFrom name where each came from, for errors:
+	// the flag, or its environment twin.
+	urlFrom, tokenFrom string
 }
 
 func addClientFlags(fs *flag.FlagSet, o *clientOpts) {
-	fs.StringVar(&o.url, "url", "http://127.0.0.1:3000", "daemon `url` (http://, https://, ws:// or wss://)")
+	o.url = "http://127.0.0.1:3000"
+	fs.Var(&urlValue{o}, "url", "daemon `url` (http://, https://, ws:// or wss://)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the access token from `file` (else MUXD_TOKEN)")
 }
 
@@ -46,11 +50,35 @@ func parseClientFlags(fs *flag.FlagSet, args []string, usage string, stderr io.W
 		}
 		return false, 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if err := applyEnv(fs, noEnv...); err != nil {
 		fmt.Fprintf(stderr, "muxd: %v\n", err)
 		return false, 2
 	}
+	if o, ok := clientOptsOf(fs); ok {
+		o.urlFrom, o.tokenFrom = "--url", "--token-file"
+		if !set["url"] && os.Getenv("MUXD_URL") != "" {
+			o.urlFrom = "MUXD_URL"
+		}
+		if !set["token-file"] && os.Getenv("MUXD_TOKEN_FILE") != "" {
+			o.tokenFrom = "MUXD_TOKEN_FILE"
+		}
+	}
 	return true, 0
+}
+
+// clientOptsOf finds the clientOpts addClientFlags bound to fs.
+func clientOptsOf(fs *flag.FlagSet) (*clientOpts, bool) {
+	f := fs.Lookup("url")
+	if f == nil {
+		return nil, false
+	}
+	v, ok := f.Value.(*urlValue)
+	if !ok {
+		return nil, false
+	}
+	return v.o, true
 }
 
 // token returns the token from --token-file or MUXD_TOKEN ("" = none).
@@ -58,7 +86,7 @@ func (o *clientOpts) token() (string, error) {
 	if o.tokenFile != "" {
 		b, err := os.ReadFile(o.tokenFile)
 		if err != nil {
-			return "", fmt.Errorf("--token-file: %v", err)
+			return "", fmt.Errorf("%s: %v", o.tokenFromName(), err)
 		}
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}
@@ -69,7 +97,7 @@ func (o *clientOpts) token() (string, error) {
 func (o *clientOpts) httpURL(p string) (string, error) {
 	u, err := url.Parse(o.url)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("--url %q: want e.g. http://127.0.0.1:3000", o.url)
+		return "", fmt.Errorf("%s %q: want e.g. http://127.0.0.1:3000", o.urlFromName(), o.url)
 	}
 	switch u.Scheme {
 	case "ws":
@@ -78,9 +106,39 @@ func (o *clientOpts) httpURL(p string) (string, error) {
 		u.Scheme = "https"
 	case "http", "https":
 	default:
-		return "", fmt.Errorf("--url %q: scheme must be http, https, ws or wss", o.url)
+		return "", fmt.Errorf("%s %q: scheme must be http, https, ws or wss", o.urlFromName(), o.url)
 	}
 	u.Path = p
 	u.RawQuery = ""
 	return u.String(), nil
+}
+
+// urlValue is the --url flag: a flag.Value, so that parseClientFlags can
+// find the clientOpts it belongs to.
+type urlValue struct{ o *clientOpts }
+
+func (v *urlValue) String() string {
+	if v == nil || v.o == nil {
+		return ""
+	}
+	return v.o.url
+}
+
+func (v *urlValue) Set(s string) error {
+	v.o.url = s
+	return nil
+}
+
+func (o *clientOpts) urlFromName() string {
+	if o.urlFrom == "" {
+		return "--url"
+	}
+	return o.urlFrom
+}
+
+func (o *clientOpts) tokenFromName() string {
+	if o.tokenFrom == "" {
+		return "--token-file"
+	}
+	return o.tokenFrom
 }

@@ -60,8 +60,8 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	if *timeout < 0 {
-		fmt.Fprintf(stderr, "muxd exec: --timeout %v is negative (0 means none)\n", *timeout)
+	if *timeout < 0 || *timeout > 24*time.Hour {
+		fmt.Fprintf(stderr, "muxd exec: --timeout %v: want 0 (none) to 24h\n", *timeout)
 		return 2
 	}
 	// The id is ours, so an interrupted command can be killed by it.

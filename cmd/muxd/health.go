@@ -24,29 +24,30 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("muxd health", flag.ContinueOnError)
 	addClientFlags(fs, &o)
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this `duration`")
+	// Every failure exits 1: Docker reserves a HEALTHCHECK's exit 2.
 	if ok, code := parseClientFlags(fs, args, healthUsage, stderr); !ok {
-		return code
+		return min(code, 1)
 	}
 	if *timeout <= 0 {
 		fmt.Fprintf(stderr, "muxd health: --timeout %v must be positive\n", *timeout)
-		return 2
+		return 1
 	}
 	u, err := o.httpURL("/healthz")
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 2
+		return 1
 	}
 	tok, err := o.token()
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 2
+		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 2
+		return 1
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -75,12 +76,12 @@ func checkToken(ctx context.Context, o *clientOpts, tok string, stderr io.Writer
 	u, err := o.httpURL("/auth")
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 2
+		return 1
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 2
+		return 1
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
