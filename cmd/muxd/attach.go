@@ -150,6 +150,13 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 				}
 				return
 			}
+			// What was typed goes out before the detach; a daemon out
+			// of reach gets a moment, not a hang.
+			select {
+			case <-typed:
+			case <-time.After(2 * time.Second):
+			case <-quit:
+			}
 			select {
 			case <-detached:
 			default:
@@ -171,8 +178,7 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 					}
 				}
 				if i < n {
-					close(detached)
-					return
+					return // Ctrl-]: detach, once what came before it is typed
 				}
 			}
 			if err != nil {
