@@ -556,3 +556,23 @@ func TestCLIKillSignalOnATerminal(t *testing.T) {
 		t.Fatalf("muxd kill on a terminal: %d", code)
 	}
 }
+
+// TestCLIAttachSaysTheTerminalEnded: on a terminal, the end of the shell
+// is told (it may come from elsewhere: muxd kill, or before the attach).
+func TestCLIAttachSaysTheTerminalEnded(t *testing.T) {
+	d := startDaemon(t, nil)
+	ptmx, cmd, exited := attachCLI(t, d, &pty.Winsize{Cols: 80, Rows: 24}, "--shell", "bash")
+	if _, err := ptmx.Write([]byte("echo up-$((2+3)); exit 3\r")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, ptmx, "ended: exit code 3]", 15*time.Second)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill() // our child, by pid
+		t.Fatal("muxd attach did not end with its shell")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 3 {
+		t.Fatalf("exit code %d, want 3", code)
+	}
+}

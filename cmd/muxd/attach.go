@@ -210,6 +210,16 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	code, sig, _ := t.Exit()
+	if isTTY {
+		// Say so: the shell may have ended by a kill from elsewhere
+		// (muxd kill), or before this attach (an exited terminal replays).
+		how := "signal " + sig
+		if code != nil {
+			how = fmt.Sprintf("exit code %d", *code)
+		}
+		screen.undo()
+		fmt.Fprintf(stderr, "\r\n[terminal %s ended: %s]\r\n", t.ID(), how)
+	}
 	return exitCode(code, sig, false)
 }
 
