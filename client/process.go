@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/muxd/muxd/mux"
@@ -322,6 +323,9 @@ type stdinWriter struct {
 	// mu guards f; held across a write so writes stay ordered.
 	mu sync.Mutex
 	f  *follower
+	// cur is f's open channel, for a Close that comes while a Write
+	// holds mu, waiting for credit.
+	cur atomic.Pointer[mux.Channel]
 }
 
 func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
@@ -331,6 +335,7 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 		if err := w.f.open(ctx); err != nil {
 			return nil, err
 		}
+		w.cur.Store(w.f.ch)
 		go discard(w.f.ch)
 	}
 	return w.f.ch, nil
@@ -369,6 +374,7 @@ func (w *stdinWriter) Write(p []byte) (int, error) {
 		if !lost(w.f.conn, err) {
 			return done, err
 		}
+		w.cur.Store(nil)
 		w.f.drop()
 		p = p[n:]
 	}
@@ -377,7 +383,17 @@ func (w *stdinWriter) Write(p []byte) (int, error) {
 // Close sends EOF: the process reads end of file. After a disconnect it
 // goes out on the new socket.
 func (w *stdinWriter) Close() error {
-	w.mu.Lock()
+	if !w.mu.TryLock() {
+		if ch := w.cur.Load(); ch != nil {
+			// A Write holds mu, waiting for credit the process may
+			// never give (it does not read): the EOF goes after what
+			// it wrote so far, and ends it.
+			if err := ch.CloseWrite(); err == nil || !lost(ch.Conn(), err) {
+				return err
+			}
+		}
+		w.mu.Lock()
+	}
 	defer w.mu.Unlock()
 	for range 3 { // a socket lost between the open and the EOF, then again
 		ch, err := w.channel(context.Background())
@@ -388,6 +404,7 @@ func (w *stdinWriter) Close() error {
 		if err == nil || !lost(w.f.conn, err) {
 			return err
 		}
+		w.cur.Store(nil)
 		w.f.drop()
 	}
 	return ErrDisconnected

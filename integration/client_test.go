@@ -649,3 +649,32 @@ func TestClientQueuedExecCancelledAfterADropNeverRuns(t *testing.T) {
 		t.Fatalf("the cancelled exec ran: %v", err)
 	}
 }
+
+// TestClientStdinCloseEndsABlockedWrite: a process that never reads its
+// stdin leaves a large Write waiting for credit; Close sends the EOF
+// after what was written, and the Write returns.
+func TestClientStdinCloseEndsABlockedWrite(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	p, err := c.StartProcess(ctx, "sleep 20", client.ProcessOptions{Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(ctx, "KILL", 0) }()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := p.Stdin().Write(make([]byte, 8<<20))
+		wrote <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the write waits for credit
+	closed := make(chan error, 1)
+	go func() { closed <- p.Stdin().Close() }()
+	for _, ch := range []chan error{closed, wrote} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not end the blocked Write")
+		}
+	}
+}

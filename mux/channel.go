@@ -497,6 +497,7 @@ func (ch *Channel) CloseWrite() error {
 	if err == nil {
 		ch.c.mu.Lock()
 		ch.localEOF = true
+		ch.cond.Broadcast() // a Write waiting for credit ends (ErrWriteClosed)
 		ch.c.mu.Unlock()
 	}
 	return err
