@@ -245,13 +245,7 @@ func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
 }
 
 func TestClientStreamReaderClosedFromAnotherGoroutine(t *testing.T) {
-	d := startDaemon(t, nil)
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 30*time.Second)
-	p, err := c.StartProcess(ctx, "echo start; exec sleep 30", client.ProcessOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := runningProcess(t, 30*time.Second, "echo start; exec sleep 30", client.ProcessOptions{})
 	r := p.Stdout()
 	if got := readUntil(t, r, "start", 5*time.Second); !strings.Contains(got, "start") {
 		t.Fatal(got)
@@ -457,13 +451,7 @@ func TestClientRemoveThatRanBeforeADropSucceeds(t *testing.T) {
 // TestClientRemoveOfARunningProcessAnswersBusy: the daemon's busy for a
 // process still running is an answer, not an overloaded socket to retry.
 func TestClientRemoveOfARunningProcessAnswersBusy(t *testing.T) {
-	d := startDaemon(t, nil)
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 20*time.Second)
-	p, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := runningProcess(t, 20*time.Second, "sleep 30", client.ProcessOptions{})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := p.Remove(rctx); !client.IsCode(err, mux.CodeBusy) || rctx.Err() != nil {
@@ -654,13 +642,7 @@ func TestClientQueuedExecCancelledAfterADropNeverRuns(t *testing.T) {
 // stdin leaves a large Write waiting for credit; Close sends the EOF
 // after what was written, and the Write returns.
 func TestClientStdinCloseEndsABlockedWrite(t *testing.T) {
-	d := startDaemon(t, nil)
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 30*time.Second)
-	p, err := c.StartProcess(ctx, "sleep 20", client.ProcessOptions{Stdin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := runningProcess(t, 30*time.Second, "sleep 20", client.ProcessOptions{Stdin: true})
 	defer func() { _ = p.Kill(ctx, "KILL", 0) }()
 	wrote := make(chan error, 1)
 	go func() {
@@ -677,4 +659,18 @@ func TestClientStdinCloseEndsABlockedWrite(t *testing.T) {
 			t.Fatal("Close did not end the blocked Write")
 		}
 	}
+}
+
+// runningProcess starts a daemon and, from a client of it, command; ctx
+// ends after limit.
+func runningProcess(t *testing.T, limit time.Duration, command string, opts client.ProcessOptions) (context.Context, *client.Process) {
+	t.Helper()
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, limit)
+	p, err := c.StartProcess(ctx, command, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, p
 }
