@@ -489,13 +489,7 @@ func TestClientStdinChannelsEndWithTheirProcess(t *testing.T) {
 // TestClientTerminalOffsetCountsWhatReadReturned: Offset is where the
 // next byte Read returns sits, not past bytes still buffered.
 func TestClientTerminalOffsetCountsWhatReadReturned(t *testing.T) {
-	d := startDaemon(t, nil)
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 20*time.Second)
-	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, term := bashTerminal(t)
 	tm, err := c.AttachTerminal(ctx, term.ID(), client.AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -566,13 +560,7 @@ func TestClientNoReconnectStillTellsOnDisconnect(t *testing.T) {
 // TestClientTerminalMisuseIsAnError: what the daemon would drop or
 // ignore is refused by the client with an error, not a silent nil.
 func TestClientTerminalMisuseIsAnError(t *testing.T) {
-	d := startDaemon(t, nil)
-	c := d.dial(t, client.Options{})
-	ctx := ctxT(t, 20*time.Second)
-	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, term := bashTerminal(t)
 	for _, size := range [][2]int{{0, 0}, {5000, 10}, {80, -1}} {
 		if err := term.Resize(size[0], size[1]); err == nil {
 			t.Errorf("Resize(%d, %d): nil, want an error", size[0], size[1])
@@ -673,4 +661,17 @@ func runningProcess(t *testing.T, limit time.Duration, command string, opts clie
 		t.Fatal(err)
 	}
 	return ctx, p
+}
+
+// bashTerminal starts a daemon and, from a client of it, a bash terminal.
+func bashTerminal(t *testing.T) (*client.Client, context.Context, *client.Terminal) {
+	t.Helper()
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 20*time.Second)
+	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx, term
 }
