@@ -308,7 +308,7 @@ func (s *session) roundTrip(ctx context.Context, text, line string, timeout time
 	return o, err
 }
 
-// await sends the wrapper line and waits for the command's end.
+// await sends the command's mode byte (wrapperLine) and waits for its end.
 func (s *session) await(ctx context.Context, exitPath, line string, timeout time.Duration, slow func()) (outcome, error) {
 	if _, err := s.stdin.WriteString(line); err != nil {
 		// Nobody reads the command pipe: the shell ended (or is ending)
