@@ -493,14 +493,7 @@ func (ch *Channel) SendCtrl(v any) error {
 
 // CloseWrite sends EOF after the queued DATA: no more DATA will follow.
 func (ch *Channel) CloseWrite() error {
-	err := ch.sendSmall(typeEOF, nil, false)
-	if err == nil {
-		ch.c.mu.Lock()
-		ch.localEOF = true
-		ch.cond.Broadcast() // a Write waiting for credit ends (ErrWriteClosed)
-		ch.c.mu.Unlock()
-	}
-	return err
+	return ch.sendSmall(typeEOF, nil, false)
 }
 
 // sendSmall queues a CTRL or EOF frame: urgent, or FIFO in the channel
@@ -520,6 +513,13 @@ func (ch *Channel) sendSmall(t frameType, payload []byte, urgent bool) error {
 			break
 		}
 		ch.cond.Wait()
+	}
+	if t == typeEOF {
+		// Before the frame is queued: queuing may write it at once,
+		// with c.mu released, and a Write waking meanwhile must not
+		// queue DATA after the EOF.
+		ch.localEOF = true
+		ch.cond.Broadcast() // a Write waiting for credit ends (ErrWriteClosed)
 	}
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, t, ch.id, payload)
