@@ -186,14 +186,19 @@ func (c *Client) killExec(opts ExecOptions, stale string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	// Only this exec: not the earlier holder of a reused ID, or what it
-	// left running.
+	// left running. A session exec waiting for its turn is not
+	// registered yet (not_found, or the earlier holder), and a kill by its
+	// id drops it: the daemon takes a kill of an id that execs wait
+	// under as theirs. (Had this exec never reached the daemon, a kill of
+	// an ended earlier holder ends what that one left running.)
 	var info ProcessInfo
 	err := c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &info)
-	if err == nil && info.Instance == stale || err != nil && !IsCode(err, mux.CodeNotFound) {
+	switch {
+	case err != nil && !IsCode(err, mux.CodeNotFound):
+		return
+	case err == nil && info.Instance == stale && (opts.SessionID == "" || info.Running()):
 		return
 	}
-	// not_found: a session exec waiting for its turn is not registered
-	// yet, and a kill by its id drops it.
 	params := map[string]any{"id": opts.ID}
 	if opts.SessionID != "" {
 		params["signal"] = "INT"

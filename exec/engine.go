@@ -38,7 +38,7 @@ type Engine struct {
 	// queued are the session execs waiting for their session's turn, by
 	// id: they are registered only when it comes, and KillProcess calls
 	// these to drop one before it runs.
-	queued   map[string]*queuedExec
+	queued   map[string][]*queuedExec
 	subs     map[uint64]func(Event)
 	nextSub  uint64
 	closed   bool
@@ -220,9 +220,20 @@ func (e *Engine) nextName() string {
 
 // register reserves id for a new process record: a running one with the
 // same id is an error, an ended one is replaced.
-func (e *Engine) register(p *process) error {
+func (e *Engine) register(p *process) error { return e.registerQueued(p, nil) }
+
+// registerQueued is register for a session exec that waited for its turn
+// as q (nil: none): in the same step, q's entry ends, so a KillProcess
+// either found q (and p does not run) or finds p.
+func (e *Engine) registerQueued(p *process, q *queuedExec) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if q != nil {
+		e.dequeueLocked(p.id, q)
+		if q.killed {
+			return errKilledQueued
+		}
+	}
 	if e.closed {
 		return ErrClosed
 	}
@@ -255,20 +266,37 @@ type queuedExec struct {
 	killed bool // by KillProcess: it must not run
 }
 
-// registerQueued registers session exec p once it has its turn, and in
-// the same step ends its queued entry q: a KillProcess either found q
-// (and p does not run) or finds p.
-func (e *Engine) registerQueued(p *process, q *queuedExec) error {
-	e.mu.Lock()
-	killed := q.killed
-	if e.queued[p.id] == q {
-		delete(e.queued, p.id)
+// dequeueLocked ends q's entry.
+func (e *Engine) dequeueLocked(id string, q *queuedExec) {
+	qs := e.queued[id]
+	for i, x := range qs {
+		if x == q {
+			qs = append(qs[:i:i], qs[i+1:]...)
+			break
+		}
 	}
-	e.mu.Unlock()
-	if killed {
-		return errKilledQueued
+	if len(qs) == 0 {
+		delete(e.queued, id)
+	} else {
+		e.queued[id] = qs
 	}
-	return e.register(p)
+}
+
+// killQueuedLocked drops the session execs queued under id, unless a
+// running process holds the id (the kill is its, and they would be
+// refused anyway). It returns their cancels, to call without e.mu.
+func (e *Engine) killQueuedLocked(id string) []context.CancelCauseFunc {
+	if p := e.procs[id]; p != nil && !p.ended() {
+		return nil
+	}
+	var cancels []context.CancelCauseFunc
+	for _, q := range e.queued[id] {
+		if !q.killed {
+			q.killed = true
+			cancels = append(cancels, q.cancel)
+		}
+	}
+	return cancels
 }
 
 // unregister forgets a record that never started.

@@ -204,14 +204,14 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) err
 // ended process is not an error: what it left running (its process group
 // and the daemons carrying its tree mark) is ended.
 func (e *Engine) KillProcess(id string, sig syscall.Signal, grace time.Duration) error {
+	// Session execs still waiting for their turn under id must not run.
 	e.mu.Lock()
-	q := e.queued[id]
-	if q != nil { // a session exec still waiting for its turn: it must not run
-		q.killed = true
-	}
+	cancels := e.killQueuedLocked(id)
 	e.mu.Unlock()
-	if q != nil {
-		q.cancel(errKilledQueued)
+	if len(cancels) > 0 {
+		for _, cancel := range cancels {
+			cancel(errKilledQueued)
+		}
 		return nil
 	}
 	p, err := e.lookup(id)

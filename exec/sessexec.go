@@ -86,17 +86,13 @@ func (e *Engine) awaitTurn(ctx context.Context, s *session, id string) (q *queue
 	q = &queuedExec{cancel: cancel}
 	e.mu.Lock()
 	if e.queued == nil {
-		e.queued = make(map[string]*queuedExec)
+		e.queued = make(map[string][]*queuedExec)
 	}
-	if e.queued[id] == nil {
-		e.queued[id] = q
-	}
+	e.queued[id] = append(e.queued[id], q)
 	e.mu.Unlock()
 	release = func() {
 		e.mu.Lock()
-		if e.queued[id] == q {
-			delete(e.queued, id)
-		}
+		e.dequeueLocked(id, q)
 		e.mu.Unlock()
 		cancel(nil)
 	}

@@ -310,8 +310,9 @@ func TestSessionFirstUsesInParallel(t *testing.T) {
 	}
 }
 
-// TestKillDropsAQueuedSessionExec: a session exec waiting for its turn
-// is not registered yet, but a kill by its id drops it: it never runs.
+// TestKillDropsAQueuedSessionExec: session execs waiting for their turn
+// are not registered yet, but a kill by their id drops them: they never
+// run. A running process that holds the id is the kill's target instead.
 func TestKillDropsAQueuedSessionExec(t *testing.T) {
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
@@ -321,40 +322,68 @@ func TestKillDropsAQueuedSessionExec(t *testing.T) {
 		_, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{SessionID: sid, Command: "sleep 1"})
 		busy <- err
 	}()
-	queued := make(chan error, 1)
-	go func() {
-		for range 500 { // the sleep has the turn first
-			if s, _ := e.session(sid); s != nil && s.info().Busy {
-				break
+	waitQueued := func(id string, n int) {
+		t.Helper()
+		for i := 0; ; i++ {
+			e.mu.Lock()
+			got := len(e.queued[id])
+			e.mu.Unlock()
+			if got >= n {
+				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			if i > 2000 {
+				t.Fatalf("%d execs of id %q never queued", n, id)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		_, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{ID: "q1", SessionID: sid, Command: "touch " + dir + "/ran"})
-		queued <- err
-	}()
-	for i := 0; ; i++ {
-		e.mu.Lock()
-		q := e.queued["q1"]
-		e.mu.Unlock()
-		if q != nil {
+	}
+	queue := func(id, file string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{ID: id, SessionID: sid, Command: "touch " + dir + "/" + file})
+			done <- err
+		}()
+		return done
+	}
+	for range 500 { // the sleep has the turn first
+		if s, _ := e.session(sid); s != nil && s.info().Busy {
 			break
 		}
-		if i > 2000 {
-			t.Fatal("the exec never queued")
-		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
+	// Two execs queued under one id: the kill drops both.
+	q1 := queue("q1", "ran1")
+	waitQueued("q1", 1)
+	q2 := queue("q1", "ran2")
+	waitQueued("q1", 2)
+	// A running process holds id "held": a kill of it is the process's.
+	held, err := e.StartProcess(ctxT(t, 10*time.Second), ProcessRequest{ID: "held", Command: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q3 := queue("held", "ran3")
+	waitQueued("held", 1)
 	if err := e.KillProcess("q1", unix.SIGTERM, 0); err != nil {
-		t.Fatalf("kill of a queued exec: %v", err)
+		t.Fatalf("kill of queued execs: %v", err)
 	}
-	if err := <-queued; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the queued exec: %v, want it cancelled", err)
+	for i, q := range []chan error{q1, q2} {
+		if err := <-q; !errors.Is(err, context.Canceled) {
+			t.Fatalf("queued exec %d: %v, want it cancelled", i+1, err)
+		}
+	}
+	if err := e.KillProcess("held", unix.SIGKILL, 0); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := e.WaitProcess(ctxT(t, 10*time.Second), held.ID); err != nil || info.Status != "killed" {
+		t.Fatalf("the running holder of the id after the kill: %+v %v", info, err)
 	}
 	if err := <-busy; err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, e, ExecRequest{SessionID: sid, Command: "true"})
-	if _, err := os.Stat(dir + "/ran"); !os.IsNotExist(err) {
-		t.Fatalf("the dropped exec ran: %v", err)
+	<-q3 // its turn came: it ran (the holder had ended) or was refused
+	for _, f := range []string{"ran1", "ran2"} {
+		if _, err := os.Stat(dir + "/" + f); !os.IsNotExist(err) {
+			t.Fatalf("a dropped exec ran (%s): %v", f, err)
+		}
 	}
 }

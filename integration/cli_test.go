@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
 )
 
 // muxdCmd runs a client subcommand against d with a deadline.
@@ -574,5 +575,42 @@ func TestCLIAttachSaysTheTerminalEnded(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 3 {
 		t.Fatalf("exit code %d, want 3", code)
+	}
+}
+
+// TestCLIKillDropsAQueuedSessionExec: muxd kill of the id of a session
+// exec still waiting for its turn drops it (it is no process yet).
+func TestCLIKillDropsAQueuedSessionExec(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	s, err := c.CreateSession(ctx, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := t.TempDir() + "/ran"
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, "sleep 1.5", client.ExecOptions{})
+		first <- err
+	}()
+	awaitBusy(ctx, c)
+	queued := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, "touch "+mark, client.ExecOptions{ID: "qk"})
+		queued <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // it waits its turn
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "qk"); code != 0 {
+		t.Fatalf("muxd kill of a queued exec: %d %q", code, errOut)
+	}
+	if err := <-queued; !client.IsCode(err, mux.CodeCancelled) {
+		t.Fatalf("the queued exec: %v, want cancelled", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); !os.IsNotExist(err) {
+		t.Fatalf("the dropped exec ran: %v", err)
 	}
 }

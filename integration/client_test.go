@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -588,41 +589,50 @@ func TestClientTerminalMisuseIsAnError(t *testing.T) {
 // TestClientQueuedExecCancelledAfterADropNeverRuns: an exec queued behind
 // its session's command, cancelled after the socket dropped (its
 // rpc.cancel went down with the socket), is dropped by id: it must not
-// run once the session is free.
+// run once the session is free. Also with an id an ended exec held.
 func TestClientQueuedExecCancelledAfterADropNeverRuns(t *testing.T) {
-	d, c, ctx := droppable(t)
-	s, err := c.CreateSession(ctx, client.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mark := t.TempDir() + "/ran"
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.Exec(ctx, "sleep 1.5", client.ExecOptions{})
-		first <- err
-	}()
-	awaitBusy(ctx, c)
-	cctx, cancel := context.WithCancel(ctx)
-	queued := make(chan error, 1)
-	go func() {
-		_, err := s.Exec(cctx, "touch "+mark, client.ExecOptions{ID: "queued-cancel"})
-		queued <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // the second exec waits its turn
-	dropSockets(t, d)
-	time.Sleep(300 * time.Millisecond) // Exec now waits for it on the new socket
-	cancel()
-	if err := <-queued; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Exec: %v, want context.Canceled", err)
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("first exec: %v", err)
-	}
-	if _, err := s.Exec(ctx, "true", client.ExecOptions{}); err != nil { // after the dropped one's turn
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(mark); !os.IsNotExist(err) {
-		t.Fatalf("the cancelled exec ran: %v", err)
+	for _, reused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reused id %v", reused), func(t *testing.T) {
+			d, c, ctx := droppable(t)
+			s, err := c.CreateSession(ctx, client.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reused {
+				if _, err := s.Exec(ctx, "true", client.ExecOptions{ID: "queued-cancel"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mark := t.TempDir() + "/ran"
+			first := make(chan error, 1)
+			go func() {
+				_, err := s.Exec(ctx, "sleep 1.5", client.ExecOptions{})
+				first <- err
+			}()
+			awaitBusy(ctx, c)
+			cctx, cancel := context.WithCancel(ctx)
+			queued := make(chan error, 1)
+			go func() {
+				_, err := s.Exec(cctx, "touch "+mark, client.ExecOptions{ID: "queued-cancel"})
+				queued <- err
+			}()
+			time.Sleep(200 * time.Millisecond) // the second exec waits its turn
+			dropSockets(t, d)
+			time.Sleep(300 * time.Millisecond) // Exec now waits for it on the new socket
+			cancel()
+			if err := <-queued; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Exec: %v, want context.Canceled", err)
+			}
+			if err := <-first; err != nil {
+				t.Fatalf("first exec: %v", err)
+			}
+			if _, err := s.Exec(ctx, "true", client.ExecOptions{}); err != nil { // after the dropped one's turn
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(mark); !os.IsNotExist(err) {
+				t.Fatalf("the cancelled exec ran: %v", err)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,25 +49,12 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *grace+10*time.Second)
 	defer cancel()
 	id := fs.Arg(0)
-	p, err := c.Process(ctx, id)
-	if err == nil {
-		g := *grace
-		if g <= 0 {
-			g = -1 // the client's "no grace"; its 0 is the daemon's default
-		}
-		err = p.Kill(ctx, *sig, g)
-	} else if client.IsCode(err, mux.CodeNotFound) {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if set["signal"] || set["grace"] {
-			if isTerminalID(ctx, c, id) {
-				fmt.Fprintf(stderr, "muxd kill: %s is a terminal: muxd kill destroys it (without --signal or --grace); to signal its program, muxd attach %s and type the key (Ctrl-C, Ctrl-\\)\n", id, id)
-				return 2
-			}
-		}
-		err = c.DestroyTerminal(ctx, id)
-	}
+	err := killID(ctx, c, fs, id, *sig, *grace)
+	var refused *terminalFlagsError
 	switch {
+	case errors.As(err, &refused):
+		fmt.Fprintf(stderr, "muxd kill: %v\n", err)
+		return 2
 	case client.IsCode(err, mux.CodeNotFound):
 		fmt.Fprintf(stderr, "muxd kill: no process or terminal has the ID %q (see muxd ps)\n", id)
 		return 1
@@ -75,6 +63,41 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// terminalFlagsError refuses --signal or --grace for a terminal.
+type terminalFlagsError struct{ id string }
+
+func (e *terminalFlagsError) Error() string {
+	return fmt.Sprintf("%s is a terminal: muxd kill destroys it (without --signal or --grace); to signal its program, muxd attach %s and type the key (Ctrl-C, Ctrl-\\)", e.id, e.id)
+}
+
+// killID kills the process with id, or drops the session execs queued
+// under it, or destroys the terminal with it.
+func killID(ctx context.Context, c *client.Client, fs *flag.FlagSet, id, sig string, grace time.Duration) error {
+	p, err := c.Process(ctx, id)
+	if err == nil {
+		g := grace
+		if g <= 0 {
+			g = -1 // the client's "no grace"; its 0 is the daemon's default
+		}
+		return p.Kill(ctx, sig, g)
+	}
+	if !client.IsCode(err, mux.CodeNotFound) {
+		return err
+	}
+	// A session exec waiting for its turn is no process yet; a kill of
+	// its id drops it.
+	err = c.Call(ctx, "process.kill", map[string]string{"id": id, "signal": sig}, nil)
+	if !client.IsCode(err, mux.CodeNotFound) {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if (set["signal"] || set["grace"]) && isTerminalID(ctx, c, id) {
+		return &terminalFlagsError{id: id}
+	}
+	return c.DestroyTerminal(ctx, id)
 }
 
 // isTerminalID reports whether a terminal has the id (false if unknown).
