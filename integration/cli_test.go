@@ -527,10 +527,13 @@ func TestCLIAttachDetachesWhileTheDaemonIsAway(t *testing.T) {
 	}
 	<-d.exited
 	go func() { _, _ = io.Copy(io.Discard, ptmx) }() // the notices
-	if _, err := ptmx.Write([]byte("typed while away")); err != nil {
-		t.Fatal(err)
+	for range 120 { // more keystrokes than a small queue holds, each read alone
+		if _, err := ptmx.Write([]byte("k")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond) // the write is under way, waiting
+	time.Sleep(300 * time.Millisecond) // the first write is under way, waiting
 	if _, err := ptmx.Write([]byte{0x1d}); err != nil {
 		t.Fatal(err)
 	}

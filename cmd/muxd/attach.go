@@ -109,7 +109,13 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	// Keystrokes go to the terminal from a goroutine of their own, so
 	// that reading them goes on while a write waits (the daemon out of
 	// reach, a program not reading its input): Ctrl-] must still detach.
+	// On a terminal, keystrokes past what the queue holds (typed while
+	// the daemon is away for minutes) are dropped, so that reading
+	// stdin never waits and Ctrl-] is always seen; piped input waits.
 	keys := make(chan []byte, 64)
+	if isTTY {
+		keys = make(chan []byte, 4096)
+	}
 	typed := make(chan struct{})
 	go func() {
 		defer close(typed)
@@ -171,10 +177,17 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 					i = n
 				}
 				if !*readOnly && i > 0 {
-					select {
-					case keys <- bytes.Clone(buf[:i]):
-					case <-quit:
-						return
+					if isTTY {
+						select {
+						case keys <- bytes.Clone(buf[:i]):
+						default: // the queue is full: dropped
+						}
+					} else {
+						select {
+						case keys <- bytes.Clone(buf[:i]):
+						case <-quit:
+							return
+						}
 					}
 				}
 				if i < n {
