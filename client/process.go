@@ -326,6 +326,9 @@ type stdinWriter struct {
 	// cur is f's open channel, for a Close that comes while a Write
 	// holds mu, waiting for credit.
 	cur atomic.Pointer[mux.Channel]
+	// ended is set when the daemon ended the channel (the process
+	// exited): a Close after it has nothing left to do.
+	ended atomic.Bool
 }
 
 func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
@@ -336,7 +339,7 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 			return nil, err
 		}
 		w.cur.Store(w.f.ch)
-		go discard(w.f.ch)
+		go w.discard(w.f.ch)
 	}
 	return w.f.ch, nil
 }
@@ -344,13 +347,18 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 // discard drains a stdin channel's output so its credit keeps flowing,
 // and closes the channel once the daemon ended it (the process exited):
 // a connection holds a bounded number of open channels.
-func discard(ch *mux.Channel) {
+func (w *stdinWriter) discard(ch *mux.Channel) {
 	buf := make([]byte, 32<<10)
 	for {
-		if _, err := ch.Read(buf); err != nil {
-			_ = ch.Close() // Best effort: the channel or its socket is over.
-			return
+		_, err := ch.Read(buf)
+		if err == nil {
+			continue
 		}
+		if errors.Is(err, io.EOF) {
+			w.ended.Store(true)
+		}
+		_ = ch.Close() // Best effort: the channel or its socket is over.
+		return
 	}
 }
 
@@ -383,6 +391,9 @@ func (w *stdinWriter) Write(p []byte) (int, error) {
 // Close sends EOF: the process reads end of file. After a disconnect it
 // goes out on the new socket.
 func (w *stdinWriter) Close() error {
+	if w.ended.Load() {
+		return nil // the process ended: its stdin with it
+	}
 	if !w.mu.TryLock() {
 		if ch := w.cur.Load(); ch != nil {
 			// A Write holds mu, waiting for credit the process may

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -636,26 +637,46 @@ func TestClientQueuedExecCancelledAfterADropNeverRuns(t *testing.T) {
 	}
 }
 
-// TestClientStdinCloseEndsABlockedWrite: a process that never reads its
-// stdin leaves a large Write waiting for credit; Close sends the EOF
-// after what was written, and the Write returns.
+// TestClientStdinCloseEndsABlockedWrite: a process that does not read its
+// stdin yet leaves a large Write waiting for credit; Close sends the EOF
+// after what was written, and the Write returns: the process then reads
+// exactly the bytes the Write reported. A Close after the process ended
+// (its stdin with it) is not an error.
 func TestClientStdinCloseEndsABlockedWrite(t *testing.T) {
-	ctx, p := runningProcess(t, 30*time.Second, "sleep 20", client.ProcessOptions{Stdin: true})
-	defer func() { _ = p.Kill(ctx, "KILL", 0) }()
-	wrote := make(chan error, 1)
+	ctx, p := runningProcess(t, 30*time.Second, "sleep 1; wc -c", client.ProcessOptions{Stdin: true})
+	type result struct {
+		n   int
+		err error
+	}
+	wrote := make(chan result, 1)
 	go func() {
-		_, err := p.Stdin().Write(make([]byte, 8<<20))
-		wrote <- err
+		n, err := p.Stdin().Write(make([]byte, 8<<20))
+		wrote <- result{n, err}
 	}()
 	time.Sleep(300 * time.Millisecond) // the write waits for credit
 	closed := make(chan error, 1)
 	go func() { closed <- p.Stdin().Close() }()
-	for _, ch := range []chan error{closed, wrote} {
-		select {
-		case <-ch:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Close did not end the blocked Write")
-		}
+	if err := recvOrTimeout(t, closed, 5*time.Second); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	w := recvOrTimeout(t, wrote, 5*time.Second)
+	if w.err == nil || w.n <= 0 || w.n >= 8<<20 {
+		t.Fatalf("the blocked Write: %d bytes, %v; want part of it and an error", w.n, w.err)
+	}
+	out, err := io.ReadAll(p.Stdout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(w.n) {
+		t.Fatalf("the process read %s bytes, the Write reported %d", got, w.n)
+	}
+	q, err := p.Wait(ctx)
+	if err != nil || q.Running() {
+		t.Fatalf("wait: %+v %v", q, err)
+	}
+	time.Sleep(300 * time.Millisecond) // the daemon ends the stdin channel
+	if err := p.Stdin().Close(); err != nil {
+		t.Fatalf("Close after the process ended: %v", err)
 	}
 }
 
