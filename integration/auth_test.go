@@ -112,10 +112,14 @@ func TestServeHelpShowsDefaultsAndEnvTwins(t *testing.T) {
 			t.Errorf("serve --help lacks %q", want)
 		}
 	}
-	for _, sub := range []string{"exec", "ps", "logs", "kill", "attach", "health"} {
-		if out, err := exec.Command(muxdBin, sub, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "Usage: muxd "+sub) {
+	// Help asked for is the output, on stdout (muxd exec --help | less).
+	for _, sub := range []string{"exec", "ps", "logs", "kill", "attach", "health", "start", "serve"} {
+		if out, err := exec.Command(muxdBin, sub, "--help").Output(); err != nil || !strings.Contains(string(out), "Usage: muxd "+sub) {
 			t.Errorf("muxd %s --help: %v %s", sub, err, out)
 		}
+	}
+	if out, err := exec.Command(muxdBin, "help", "logs").Output(); err != nil || !strings.Contains(string(out), "Usage: muxd logs") {
+		t.Errorf("muxd help logs: %v %s", err, out)
 	}
 }
 

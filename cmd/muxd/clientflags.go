@@ -39,16 +39,11 @@ func parseClientFlags(fs *flag.FlagSet, args []string, usage string, stderr io.W
 			noEnv = append(noEnv, f.Name)
 		}
 	})
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		printFlags(stderr, fs, noEnv...)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, 0
-		}
-		return false, 2
+	if ok, code := parseFlags(fs, args, func(w io.Writer) {
+		fmt.Fprint(w, usage)
+		printFlags(w, fs, noEnv...)
+	}, stderr); !ok {
+		return false, code
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -141,4 +136,26 @@ func (o *clientOpts) tokenFromName() string {
 		return "--token-file"
 	}
 	return o.tokenFrom
+}
+
+// helpOut is where a --help asked for goes: stdout (muxd exec --help |
+// less); run sets it.
+var helpOut io.Writer = os.Stdout
+
+// parseFlags parses args into fs: a --help prints usage to helpOut and a
+// bad flag its error and usage to stderr (false, with the exit code).
+func parseFlags(fs *flag.FlagSet, args []string, usage func(io.Writer), stderr io.Writer) (bool, int) {
+	fs.SetOutput(io.Discard) // the errors are printed here
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return true, 0
+	case errors.Is(err, flag.ErrHelp):
+		usage(helpOut)
+		return false, 0
+	}
+	fmt.Fprintln(stderr, err)
+	usage(stderr)
+	return false, 2
 }

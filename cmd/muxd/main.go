@@ -40,9 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cmd == "help" && len(rest) > 0 {
 		return run([]string{rest[0], "--help"}, stdin, stdout, stderr)
 	}
-	if asksHelp(rest) {
-		stderr = stdout // asked for, help is the output (muxd exec --help | less)
-	}
+	helpOut = stdout
 	switch cmd {
 	case "serve":
 		return runServe(rest, stdout, stderr)
@@ -71,15 +69,3 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// asksHelp reports whether a command's flags (before "--") ask for help.
-func asksHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--help":
-			return true
-		}
-	}
-	return false
-}

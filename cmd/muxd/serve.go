@@ -77,16 +77,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	o := &serveOpts{cfg: server.DefaultConfig()}
 	o.cfg.Version = version
 	fs := newServeFlags(o, stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, serveUsage)
-		printFlags(stderr, fs, "token")
-		fmt.Fprintln(stderr, "  (the token's environment variable is MUXD_TOKEN)")
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if ok, code := parseFlags(fs, args, func(w io.Writer) {
+		fmt.Fprint(w, serveUsage)
+		printFlags(w, fs, "token")
+		fmt.Fprintln(w, "  (the token's environment variable is MUXD_TOKEN)")
+	}, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "muxd serve: unexpected argument %q (see muxd serve --help)\n", fs.Arg(0))
