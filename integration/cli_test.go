@@ -527,7 +527,8 @@ func TestCLIAttachDetachesWhileTheDaemonIsAway(t *testing.T) {
 	}
 	<-d.exited
 	go func() { _, _ = io.Copy(io.Discard, ptmx) }() // the notices
-	for range 120 { // more keystrokes than a small queue holds, each read alone
+	// More keystrokes than a small queue holds, each read alone.
+	for range 120 {
 		if _, err := ptmx.Write([]byte("k")); err != nil {
 			t.Fatal(err)
 		}

@@ -68,4 +68,3 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "muxd: unknown command %q\n\n%s", cmd, mainUsage)
 	return 2
 }
-
