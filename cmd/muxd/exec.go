@@ -126,6 +126,11 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
+		if ctx.Err() == nil || errors.Is(context.Cause(ctx), errDaemonRestarted) {
+			// The output streamed so far goes out before the error
+			// (unless Ctrl-C ends the wait for a reader that stopped).
+			out.finish(sigCtx)
+		}
 		// A restart first: the exec may fail (not found on the new daemon)
 		// before the reconnect callback has cancelled ctx.
 		if c.Boot() != boot || errors.Is(context.Cause(ctx), errDaemonRestarted) {
