@@ -36,8 +36,8 @@ type Engine struct {
 	endedBytes int64      // output retained by ended, for RetainBytes
 	sessions   map[string]*session
 	// queued are the session execs waiting for their session's turn, by
-	// id: they are registered only when it comes, and KillProcess calls
-	// these to drop one before it runs.
+	// id: they are registered only when it comes, and KillProcess drops
+	// them before they run.
 	queued   map[string][]*queuedExec
 	subs     map[uint64]func(Event)
 	nextSub  uint64
