@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -348,13 +349,22 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 // and closes the channel once the daemon ended it (the process exited):
 // a connection holds a bounded number of open channels.
 func (w *stdinWriter) discard(ch *mux.Channel) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, ch.Conn().Hello().Limits.MaxFrame)
+	exited := false
 	for {
-		_, err := ch.Read(buf)
+		_, ctrl, err := ch.ReadFrame(buf)
 		if err == nil {
+			var op struct {
+				Op string `json:"op"`
+			}
+			if ctrl != nil && json.Unmarshal(ctrl, &op) == nil && op.Op == "exit" {
+				exited = true
+			}
 			continue
 		}
-		if errors.Is(err, io.EOF) {
+		// The process ended, its stdin with it: only an EOF after its
+		// exit says so (a dropped socket can surface as EOF too).
+		if exited && errors.Is(err, io.EOF) {
 			w.ended.Store(true)
 		}
 		_ = ch.Close() // Best effort: the channel or its socket is over.
