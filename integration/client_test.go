@@ -552,6 +552,7 @@ func TestClientNoReconnectStillTellsOnDisconnect(t *testing.T) {
 	if err := d.cmd.Process.Kill(); err != nil { // our child, by pid
 		t.Fatal(err)
 	}
+	<-d.exited
 	select {
 	case <-told:
 	case <-time.After(10 * time.Second):
