@@ -592,19 +592,7 @@ func TestCLIKillDropsAQueuedSessionExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mark := t.TempDir() + "/ran"
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.Exec(ctx, "sleep 1.5", client.ExecOptions{})
-		first <- err
-	}()
-	awaitBusy(ctx, c)
-	queued := make(chan error, 1)
-	go func() {
-		_, err := s.Exec(ctx, "touch "+mark, client.ExecOptions{ID: "qk"})
-		queued <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // it waits its turn
+	mark, first, queued := queueBehindASleep(t, ctx, ctx, c, s, "qk")
 	if _, errOut, code := muxdCmd(t, d, "", "kill", "qk"); code != 0 {
 		t.Fatalf("muxd kill of a queued exec: %d %q", code, errOut)
 	}

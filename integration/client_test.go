@@ -605,20 +605,8 @@ func TestClientQueuedExecCancelledAfterADropNeverRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			mark := t.TempDir() + "/ran"
-			first := make(chan error, 1)
-			go func() {
-				_, err := s.Exec(ctx, "sleep 1.5", client.ExecOptions{})
-				first <- err
-			}()
-			awaitBusy(ctx, c)
 			cctx, cancel := context.WithCancel(ctx)
-			queued := make(chan error, 1)
-			go func() {
-				_, err := s.Exec(cctx, "touch "+mark, client.ExecOptions{ID: "queued-cancel"})
-				queued <- err
-			}()
-			time.Sleep(200 * time.Millisecond) // the second exec waits its turn
+			mark, first, queued := queueBehindASleep(t, ctx, cctx, c, s, "queued-cancel")
 			dropSockets(t, d)
 			time.Sleep(300 * time.Millisecond) // Exec now waits for it on the new socket
 			cancel()
@@ -706,4 +694,24 @@ func bashTerminal(t *testing.T) (*client.Client, context.Context, *client.Termin
 		t.Fatal(err)
 	}
 	return c, ctx, term
+}
+
+// queueBehindASleep runs `sleep 1.5` in session s and, once it runs, an
+// exec with id (and ctx qctx) that would create the file mark: that one
+// waits its turn when this returns. first and queued get their errors.
+func queueBehindASleep(t *testing.T, ctx, qctx context.Context, c *client.Client, s *client.Session, id string) (mark string, first, queued chan error) {
+	t.Helper()
+	mark = t.TempDir() + "/ran"
+	first, queued = make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, "sleep 1.5", client.ExecOptions{})
+		first <- err
+	}()
+	awaitBusy(ctx, c)
+	go func() {
+		_, err := s.Exec(qctx, "touch "+mark, client.ExecOptions{ID: id})
+		queued <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the second exec waits its turn
+	return mark, first, queued
 }
