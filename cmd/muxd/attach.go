@@ -42,7 +42,7 @@ func runAttach(args []string, stdout, stderr io.Writer) int {
 	addClientFlags(fs, &o)
 	readOnly := fs.Bool("read-only", false, "watch without typing")
 	shell := fs.String("shell", "", "shell for a new terminal")
-	if ok, code := parseClientFlags(fs, args, attachUsage, stderr); !ok {
+	if ok, code := parseClientFlags(fs, &o, args, attachUsage, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 1 {

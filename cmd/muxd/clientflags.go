@@ -14,14 +14,13 @@ import (
 type clientOpts struct {
 	url       string
 	tokenFile string
-	// urlFrom and tokenFrom name where each came from, for errors:
-	// the flag, or its environment twin.
-	urlFrom, tokenFrom string
+	// urlEnv and tokenEnv say the value came from the flag's environment
+	// twin (MUXD_URL, MUXD_TOKEN_FILE), for errors to name it.
+	urlEnv, tokenEnv bool
 }
 
 func addClientFlags(fs *flag.FlagSet, o *clientOpts) {
-	o.url = "http://127.0.0.1:3000"
-	fs.Var(&urlValue{o}, "url", "daemon `url` (http://, https://, ws:// or wss://)")
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:3000", "daemon `url` (http://, https://, ws:// or wss://)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the access token from `file` (else MUXD_TOKEN)")
 }
 
@@ -32,7 +31,7 @@ func addClientFlags(fs *flag.FlagSet, o *clientOpts) {
 // Only the daemon's address and token have environment twins: a variable
 // like MUXD_TIMEOUT would reach every command with a --timeout (exec and
 // health alike), and set for one it would change the other.
-func parseClientFlags(fs *flag.FlagSet, args []string, usage string, stderr io.Writer) (bool, int) {
+func parseClientFlags(fs *flag.FlagSet, o *clientOpts, args []string, usage string, stderr io.Writer) (bool, int) {
 	var noEnv []string
 	fs.VisitAll(func(f *flag.Flag) {
 		if f.Name != "url" && f.Name != "token-file" {
@@ -45,35 +44,15 @@ func parseClientFlags(fs *flag.FlagSet, args []string, usage string, stderr io.W
 	}, stderr); !ok {
 		return false, code
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if err := applyEnv(fs, noEnv...); err != nil {
 		fmt.Fprintf(stderr, "muxd: %v\n", err)
 		return false, 2
 	}
-	if o, ok := clientOptsOf(fs); ok {
-		o.urlFrom, o.tokenFrom = "--url", "--token-file"
-		if !set["url"] && os.Getenv("MUXD_URL") != "" {
-			o.urlFrom = "MUXD_URL"
-		}
-		if !set["token-file"] && os.Getenv("MUXD_TOKEN_FILE") != "" {
-			o.tokenFrom = "MUXD_TOKEN_FILE"
-		}
-	}
+	o.urlEnv = !given["url"] && os.Getenv("MUXD_URL") != ""
+	o.tokenEnv = !given["token-file"] && os.Getenv("MUXD_TOKEN_FILE") != ""
 	return true, 0
-}
-
-// clientOptsOf finds the clientOpts addClientFlags bound to fs.
-func clientOptsOf(fs *flag.FlagSet) (*clientOpts, bool) {
-	f := fs.Lookup("url")
-	if f == nil {
-		return nil, false
-	}
-	v, ok := f.Value.(*urlValue)
-	if !ok {
-		return nil, false
-	}
-	return v.o, true
 }
 
 // token returns the token from --token-file or MUXD_TOKEN ("" = none).
@@ -81,7 +60,7 @@ func (o *clientOpts) token() (string, error) {
 	if o.tokenFile != "" {
 		b, err := os.ReadFile(o.tokenFile)
 		if err != nil {
-			return "", fmt.Errorf("%s: %v", o.tokenFromName(), err)
+			return "", fmt.Errorf("%s: %v", o.tokenName(), err)
 		}
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}
@@ -92,7 +71,7 @@ func (o *clientOpts) token() (string, error) {
 func (o *clientOpts) httpURL(p string) (string, error) {
 	u, err := url.Parse(o.url)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("%s %q: want e.g. http://127.0.0.1:3000", o.urlFromName(), o.url)
+		return "", fmt.Errorf("%s %q: want e.g. http://127.0.0.1:3000", o.urlName(), o.url)
 	}
 	switch u.Scheme {
 	case "ws":
@@ -101,41 +80,26 @@ func (o *clientOpts) httpURL(p string) (string, error) {
 		u.Scheme = "https"
 	case "http", "https":
 	default:
-		return "", fmt.Errorf("%s %q: scheme must be http, https, ws or wss", o.urlFromName(), o.url)
+		return "", fmt.Errorf("%s %q: scheme must be http, https, ws or wss", o.urlName(), o.url)
 	}
 	u.Path = p
 	u.RawQuery = ""
 	return u.String(), nil
 }
 
-// urlValue is the --url flag: a flag.Value, so that parseClientFlags can
-// find the clientOpts it belongs to.
-type urlValue struct{ o *clientOpts }
-
-func (v *urlValue) String() string {
-	if v == nil || v.o == nil {
-		return ""
+// urlName and tokenName name where the URL and token file came from.
+func (o *clientOpts) urlName() string {
+	if o.urlEnv {
+		return "MUXD_URL"
 	}
-	return v.o.url
+	return "--url"
 }
 
-func (v *urlValue) Set(s string) error {
-	v.o.url = s
-	return nil
-}
-
-func (o *clientOpts) urlFromName() string {
-	if o.urlFrom == "" {
-		return "--url"
+func (o *clientOpts) tokenName() string {
+	if o.tokenEnv {
+		return "MUXD_TOKEN_FILE"
 	}
-	return o.urlFrom
-}
-
-func (o *clientOpts) tokenFromName() string {
-	if o.tokenFrom == "" {
-		return "--token-file"
-	}
-	return o.tokenFrom
+	return "--token-file"
 }
 
 // helpOut is where a --help asked for goes: stdout (muxd exec --help |

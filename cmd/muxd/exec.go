@@ -53,7 +53,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	withStdin := fs.Bool("stdin", false, "send this command's stdin to the command (read to EOF first)")
 	env := envList{}
 	fs.Var(env, "env", "set `NAME=VALUE` (repeatable)")
-	if ok, code := parseClientFlags(fs, args, execUsage, stderr); !ok {
+	if ok, code := parseClientFlags(fs, &o, args, execUsage, stderr); !ok {
 		return code
 	}
 	command, ok := commandArg(fs, "exec", "echo hi", stderr)

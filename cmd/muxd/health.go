@@ -25,7 +25,7 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 	addClientFlags(fs, &o)
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this `duration`")
 	// Every failure exits 1: Docker reserves a HEALTHCHECK's exit 2.
-	if ok, code := parseClientFlags(fs, args, healthUsage, stderr); !ok {
+	if ok, code := parseClientFlags(fs, &o, args, healthUsage, stderr); !ok {
 		return min(code, 1)
 	}
 	if *timeout <= 0 {

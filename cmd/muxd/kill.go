@@ -30,7 +30,7 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 	addClientFlags(fs, &o)
 	sig := fs.String("signal", "TERM", "`signal` to send first (TERM, INT, KILL, ...)")
 	grace := fs.Duration("grace", 2*time.Second, "wait this `duration` for the tree to end before KILL (0: KILL at once)")
-	if ok, code := parseClientFlags(fs, args, killUsage, stderr); !ok {
+	if ok, code := parseClientFlags(fs, &o, args, killUsage, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

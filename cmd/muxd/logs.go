@@ -27,7 +27,7 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("muxd logs", flag.ContinueOnError)
 	addClientFlags(fs, &o)
 	follow := fs.Bool("f", false, "follow the output until the process ends")
-	if ok, code := parseClientFlags(fs, args, logsUsage, stderr); !ok {
+	if ok, code := parseClientFlags(fs, &o, args, logsUsage, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

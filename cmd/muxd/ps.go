@@ -32,7 +32,7 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("muxd ps", flag.ContinueOnError)
 	addClientFlags(fs, &o)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if ok, code := parseClientFlags(fs, args, psUsage, stderr); !ok {
+	if ok, code := parseClientFlags(fs, &o, args, psUsage, stderr); !ok {
 		return code
 	}
 	c, ok := connect(&o, stderr, connection{name: "ps"})

@@ -38,7 +38,7 @@ func runStart(args []string, stdout, stderr io.Writer) int {
 	fs.Var(sizeFlag{&limit}, "output-limit", "keep the last `bytes` of each stream (0 = the daemon's default)")
 	env := envList{}
 	fs.Var(env, "env", "set `NAME=VALUE` (repeatable)")
-	if ok, code := parseClientFlags(fs, args, startUsage, stderr); !ok {
+	if ok, code := parseClientFlags(fs, &o, args, startUsage, stderr); !ok {
 		return code
 	}
 	command, ok := commandArg(fs, "start", "./server --port 8080", stderr)
