@@ -76,13 +76,14 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	// from the ring as Next delivers it, so an attachment whose reader
 	// never takes it holds no copy of the ring (a client opening many
 	// channels it never reads held a megabyte each).
+	// An exact resume needs none.
 	known := start > first || first == 0
 	ctxStart := start
-	if known {
+	if known && !exact {
 		ctxStart = max(first, start-lookBehind)
 	}
 	var win []byte
-	if winEnd := min(end, start+lookAhead); winEnd > ctxStart {
+	if winEnd := min(end, start+lookAhead); winEnd > ctxStart && !exact {
 		win = make([]byte, winEnd-ctxStart)
 		t.ring.read(ctxStart, win)
 	}
@@ -93,11 +94,8 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	t.atts[a] = struct{}{}
 	t.mu.Unlock()
 
-	i := 0
-	switch {
-	case exact:
-		i = int(start - ctxStart)
-	case len(win) > 0:
+	i := 0 // exact: the replay starts at start itself
+	if len(win) > 0 {
 		sevenBitC1(win)
 		i = alignStart(win, int(start-ctxStart), known)
 		// A sequence open across start and past the window (an OSC 52

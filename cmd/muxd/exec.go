@@ -149,7 +149,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		killErr := killExec(c, opts.ID, *session != "")
 		var writeErr *outputError
 		switch {
-		case errors.Is(cause, errStdoutClosed):
+		case errors.Is(cause, errOutputClosed):
 			return 128 + int(syscall.SIGPIPE) // quietly, as a shell pipeline's writer
 		case errors.As(cause, &writeErr) && killErr != nil:
 			fmt.Fprintf(stderr, "muxd exec: %v, and killing the command failed: %v (muxd kill %s)\n", writeErr, killErr, opts.ID)
@@ -178,7 +178,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var writeErr *outputError
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errStdoutClosed):
+	case errors.Is(cause, errOutputClosed):
 		return 128 + int(syscall.SIGPIPE)
 	case errors.As(cause, &writeErr):
 		fmt.Fprintf(stderr, "muxd exec: %v\n", writeErr)
@@ -236,7 +236,7 @@ func (o *execOutput) run() {
 		case errors.Is(err, syscall.EPIPE):
 			// Like `yes | head -1`: the command stops, quietly.
 			failed = true
-			o.fail(errStdoutClosed)
+			o.fail(errOutputClosed)
 		case !c.stderr:
 			failed = true
 			o.fail(&outputError{stream: name, err: err})
@@ -269,7 +269,7 @@ func (o *execOutput) finish(ctx context.Context) bool {
 }
 
 var (
-	errStdoutClosed    = errors.New("stdout closed")
+	errOutputClosed    = errors.New("stdout closed")
 	errDaemonRestarted = errors.New("the daemon restarted")
 )
 
