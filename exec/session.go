@@ -198,7 +198,7 @@ func (s *session) start(env []string) error {
 	// stdout on a FIFO (bash keeps the pipe in a close-on-exec copy), and
 	// the marker needs no redirection of its own.
 	child, err := proc.Start(proc.Spec{
-		Path: s.e.cfg.Shell, Args: []string{"bash", "--noprofile", "--norc"},
+		Path: s.e.cfg.Shell, Args: []string{"bash", "--noprofile", "--norc", "-c", setupReader},
 		Dir: s.cwd, Env: env, Stdin: inR, Stdout: ctlW, Stderr: outW,
 	})
 	closeAll(inR, ctlW, outW)
@@ -209,7 +209,7 @@ func (s *session) start(env []string) error {
 	s.mu.Lock() // kill (from Close) may look at child concurrently
 	s.child, s.stdin, s.ctl = child, inW, ctlR
 	s.mu.Unlock()
-	if _, err := inW.WriteString(setupLine(s.dir, s.mark, s.e.testSetup)); err != nil {
+	if _, err := inW.WriteString(setupLine(s.dir, s.mark, s.e.testSetup) + "\x00"); err != nil {
 		_ = child.KillTree(unix.SIGKILL, 0) // Best effort.
 		closeAll(inW, ctlR, outR)
 		return fmt.Errorf("exec: start session shell: %w", err)

@@ -260,6 +260,10 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 		{"exit leaving a subshell", "(sleep 10; echo late) & exit 5", 5, "exit 5"},
 		{"unset parameter", "echo ${X:?must be set}", 127, "must be set"},
 		{"close the loop's fd 50", "echo bye; exec 50<&-", 0, "closed fd 50"},
+		// noexec: nothing runs any more, the loop included (it spun a CPU
+		// and the command never completed).
+		{"set -n", "echo bye; set -n; echo never", 0, "exit 0"},
+		{"set -o noexec", "set -o noexec", 0, "exit 0"},
 	}
 	e := newTestEngine(t)
 	for _, tc := range tests {

@@ -16,7 +16,7 @@ import (
 // both. With D the session's directory and MARK its token:
 //
 //	TRAP
-//	while ((1)); do while ((1)); do
+//	until ((0)); do until ((0)); do
 //	  [[ -z ${__muxd_p-} ]] || { __muxd_p=; \builtin eval "$__muxd_R"; END(0); }
 //	  __muxd_x=-; \builtin read -r -N 1 -u 50 __muxd_x || { __muxd_s=$?; ((__muxd_s>128)) && \builtin continue
 //	    [[ -p /dev/fd/50 ]] || \builtin exit 98
@@ -66,6 +66,10 @@ import (
 //     export, declare, functions and aliases persist; its text is sourced
 //     from a file, so unbalanced quotes, heredocs and syntax errors cannot
 //     wedge the parser.
+//   - `until ((0))`, not `while ((1))`: under `set -n` (noexec) every
+//     command "succeeds" without running, so `while` spun a CPU for ever
+//     while `until` stops, the shell reaches the end of its -c script
+//     (setupReader) and exits, and the session dies at once.
 //   - the one-turn `for` keeps the user's break/continue from skipping the
 //     marker; `continue 2` still gets it at the top of the loop (the
 //     command is pending), a `break 2` that leaves the loop gets it after
@@ -171,7 +175,7 @@ func loopText(dir, mark string) string {
 	// loop, so that only a break 3 or more re-enters through eval, one
 	// level deeper each time.
 	post := `__muxd_b=${__muxd_b:-$?} __muxd_p=;[[ ! -e $__muxd_N ]]||__muxd_b=130;\builtin eval "$__muxd_R";` + end("$?")
-	return trap + `;while ((1)); do while ((1)); do ` +
+	return trap + `;until ((0)); do until ((0)); do ` +
 		`[[ -z ${__muxd_p-} ]]||{ __muxd_p=;\builtin eval "$__muxd_R";` + end("0") + `;};` +
 		`__muxd_x=-;\builtin read -r -N 1 -u 50 __muxd_x||{ __muxd_s=$?;((__muxd_s>128))&&\builtin continue;` +
 		`[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(lostFDStatus) + `;IFS= \builtin read -r -u 50 -t 0 __muxd_x 2>&52;\builtin exit "$__muxd_s";` +
@@ -282,9 +286,10 @@ const (
 	badSetupStatus = 97
 )
 
-// setupLine is the shell's first and last line of shell code: it defines
-// the loop (readonly: users cannot unset or change it) and enters it.
-// extra runs before the loop (tests break the control pipe with it).
+// setupLine is the shell's only shell code besides the command files,
+// read by setupReader: it defines the loop (readonly: users cannot unset
+// or change it) and enters it. extra runs before the loop (tests break
+// the control pipe with it).
 //
 // The loop runs in a group that closes fds 0, 1 and 2: redirecting a
 // closed fd costs bash an open and a close, where an open one costs ten
@@ -301,11 +306,19 @@ const (
 // bash could not make them (the group never runs; the loop never
 // returns from it).
 func setupLine(dir, mark, extra string) string {
-	return `__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_0= __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
+	return `\builtin unset -v __muxd_S;__muxd_v=() __muxd_w=() __muxd_u=();\builtin readonly __muxd_0= __muxd_N=` + shQuote(dir+"/n") + ` __muxd_T=` + shQuote(trapText) + ` __muxd_D=` + shQuote(disarmText) +
 		` __muxd_R=` + shQuote(restoreText) + ` __muxd_L=` + shQuote(loopText(dir, mark)) + ";" +
 		extra + `for __muxd_i in {10..49}; do \builtin eval "\command exec $__muxd_i</dev/null";done;\command exec 50<&- 51<&- 52<&-;` +
 		`{ for __muxd_i in {10..49}; do \command exec {__muxd_i}<&-;done;[[ -p /dev/fd/50 ]]||\builtin exit ` + strconv.Itoa(badSetupStatus) + `;\builtin eval "$__muxd_L";} <&- >&- 2>&-;\builtin exit ` + strconv.Itoa(badSetupStatus) + "\n"
 }
+
+// setupReader is the shell's -c script: it reads the setup (setupLine,
+// NUL-terminated) from the command pipe and runs it. The shell runs a
+// script given with -c, not what it reads from stdin, so it exits when
+// the loop ends: the loop only ends under `set -n` (noexec), where every
+// command "succeeds" without running, so the `until ((0))` loops stop
+// instead of spinning a CPU for ever, and the session dies at once.
+const setupReader = `IFS= \builtin read -r -d '' __muxd_S;\builtin eval "$__muxd_S"`
 
 // shQuote quotes s for bash as one word.
 func shQuote(s string) string {
