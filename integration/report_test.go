@@ -76,7 +76,23 @@ func loadAvg() string {
 const missesText = `
 ## Where the missed targets come from
 
-- **Session exec.** Two halves, each measured on its own. The RPC alone
+- **Session exec.** The work fits the target; the wake-ups between
+  CPUs do not. The same benchmark with the client, a second daemon and
+  its shell all on CPU 0 (GOMAXPROCS 1 each, as ` + "`taskset -c 0`" + ` gives
+  them) is in the table's baseline column: on the AMD EPYC VM of
+  2026-11-23 it gave ~130–145 µs p50, against ~180–240 µs spread over
+  two CPUs. There, with the client on CPU 1 and the daemon and its shell
+  on CPU 0 it was ~177–181 µs, and with idle burners (SCHED_IDLE) on both
+  CPUs, so that no vCPU ever halts, 167 µs against 192: each hop
+  between the client's CPU and the daemon's costs ~20 µs, part of it
+  waking a halted vCPU. Timed around the engine call inside the daemon,
+  the engine took ~82–95 µs of it (~60 µs in exec/'s own benchmark) and
+  the RPC alone ~60–90 µs. Reading the marker with a raw ppoll (no
+  entersyscall, so Go's sysmon never retakes the P) changed nothing
+  measurable: not kept. The daemon cannot choose its client's CPU. The
+  analysis below was made earlier on an Intel Xeon VM.
+
+  Two halves, each measured on its own. The RPC alone
   (server.info, in the table) is ~100–160 µs on this 2-vCPU VM, against a
   ~35 µs raw WebSocket echo: the rest is mostly wake-ups across threads and
   processes (GOMAXPROCS=1 in the daemon lowers it by ~30 µs and costs
