@@ -128,6 +128,27 @@ func TestStalledPeerGets4002(t *testing.T) {
 			t.Errorf("dropped %v after the flood began", d)
 		}
 	})
+	// A ping cannot get out behind a stalled write (the library bounds
+	// its wait for the socket): that failure is not a missed pong, and
+	// the peer keeps the whole write-stall bound.
+	t.Run("stalled write with pings", func(t *testing.T) {
+		// Over stalledCloseTimeout past the first ping, so an early drop
+		// (bounded 4002 attempt, then shutdown) ends before it.
+		const stall = 2 * time.Second
+		cfg := Config{WriteStallTimeout: stall, PingInterval: 50 * time.Millisecond, CloseTimeout: 5 * time.Second}
+		ts := newTestServer(t, tcpTransport, cfg, benchRouter())
+		rc := rawDial(t, ts, true)
+		s := recvOrTimeout(t, ts.conns, 5*time.Second, "server conn")
+		start := time.Now()
+		rc.open(1, "bulk", maxWindow) // then never read: the server's writes stall
+		recvOrTimeout(t, s.Done(), 10*time.Second, "server to drop the peer")
+		if err := s.Err(); !errors.Is(err, ErrWriteStalled) {
+			t.Fatalf("server conn error %v, want ErrWriteStalled", err)
+		}
+		if d := time.Since(start); d < stall {
+			t.Errorf("dropped %v after the flood began, before the write-stall bound", d)
+		}
+	})
 }
 
 // ReadFrame returns each DATA payload whole and alone, in order with the

@@ -46,7 +46,10 @@ func (c *Conn) ping(done chan<- struct{}) {
 	ctx, cancel := context.WithTimeout(c.ctx, 2*c.cfg.PingInterval)
 	defer cancel()
 	err := c.ws.Ping(ctx)
-	if err != nil && c.ctx.Err() == nil {
+	// Behind a write that does not complete, the ping could not be sent
+	// (the library waits at most 5 s for the socket): the peer is not
+	// reading, and WriteStallTimeout, counted from that write, decides.
+	if err != nil && c.ctx.Err() == nil && c.writeStart.Load() == 0 {
 		c.dropStalled(ErrPingTimeout)
 	}
 	done <- struct{}{}
