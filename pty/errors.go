@@ -13,6 +13,9 @@ var (
 	ErrInvalidSize = errors.New("pty: invalid terminal size")
 	// ErrInvalidID means a terminal id is too long or has control characters.
 	ErrInvalidID = errors.New("pty: invalid terminal id")
+	// ErrInvalid means an option of Create cannot work: a cwd that is not
+	// a directory, a shell that cannot be run, a bad environment name.
+	ErrInvalid = errors.New("pty: invalid terminal options")
 	// ErrExited means the terminal's shell has exited: it takes no input.
 	ErrExited = errors.New("pty: terminal has exited")
 	// ErrGone means the terminal was replaced: the instance does not match.

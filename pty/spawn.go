@@ -1,7 +1,9 @@
 package pty
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -12,6 +14,22 @@ const (
 	defaultCols = 80
 	defaultRows = 24
 )
+
+// checkCwd reports a cwd that is missing or not a directory, which the
+// shell's start would report as its own ENOENT or ENOTDIR.
+func checkCwd(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%w: cwd: %v", ErrInvalid, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: cwd %q is not a directory", ErrInvalid, dir)
+	}
+	return nil
+}
 
 // start opens a PTY and starts the shell on it.
 func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
@@ -44,7 +62,10 @@ func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 	}
 	env, err := proc.Env(base, set)
 	if err != nil {
-		return nil, fmt.Errorf("pty: %w", err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := checkCwd(opts.Cwd); err != nil {
+		return nil, err
 	}
 	master, slave, err := openPair()
 	if err != nil {
@@ -63,6 +84,10 @@ func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 	_ = slave.Close() // Best effort.
 	if err != nil {
 		_ = master.Close() // Best effort.
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			// The cwd was checked: it is the shell that cannot run.
+			return nil, fmt.Errorf("%w: shell %q: %v", ErrInvalid, shell, err)
+		}
 		return nil, fmt.Errorf("pty: start %s: %w", shell, err)
 	}
 	title := opts.Title

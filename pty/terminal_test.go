@@ -431,8 +431,20 @@ func TestCreateErrors(t *testing.T) {
 	if _, err := m.Create(CreateOptions{Cols: 2000}); !errors.Is(err, ErrInvalidSize) {
 		t.Errorf("size: got %v", err)
 	}
-	if _, err := m.Create(CreateOptions{Shell: "/nonexistent/shell"}); err == nil {
-		t.Errorf("bad shell: no error")
+	for _, o := range []CreateOptions{
+		{Shell: "/nonexistent/shell"},
+		{Shell: "/etc/passwd"}, // not executable
+		{Cwd: "/nonexistent"},
+		{Cwd: "/etc/passwd"},
+		{Env: map[string]*string{"A=B": nil}},
+	} {
+		_, err := m.Create(o)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Create(%+v): got %v, want ErrInvalid", o, err)
+		}
+		if err != nil && o.Cwd != "" && !strings.Contains(err.Error(), "cwd") {
+			t.Errorf("Create(%+v): %v, want the cwd named", o, err)
+		}
 	}
 	if n := len(m.List()); n != 0 {
 		t.Errorf("failed creates left %d terminals", n)

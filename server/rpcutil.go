@@ -102,6 +102,7 @@ var ptyCodes = []errCode{
 	{pty.ErrLimit, mux.CodeLimitReached},
 	{pty.ErrInvalidSize, mux.CodeInvalidParams},
 	{pty.ErrInvalidID, mux.CodeInvalidParams},
+	{pty.ErrInvalid, mux.CodeInvalidParams},
 	{pty.ErrGone, mux.CodeGone},
 	{pty.ErrExited, mux.CodeNotWritable},
 	{pty.ErrDetached, mux.CodeNotWritable},
