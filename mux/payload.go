@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // helloMsg is the HELLO payload of either side.
@@ -59,13 +60,27 @@ func strictObject(p []byte, v any) error {
 // parseHello parses and checks a HELLO payload. A wrong version is
 // reported as errVersion (close 4001).
 func parseHello(p []byte) (helloMsg, error) {
-	var h helloMsg
-	if err := strictObject(p, &h); err != nil {
-		return h, err
+	// v as the number it is in JSON: 1.0 is 1, and 1.5 or 2 a version
+	// this end does not speak; missing or not a number, it is malformed.
+	var in struct {
+		V      json.RawMessage `json:"v"`
+		Client string          `json:"client"`
+		Server string          `json:"server"`
+		Boot   string          `json:"boot"`
+		Limits *Limits         `json:"limits"`
 	}
-	if h.V != 1 {
+	if err := strictObject(p, &in); err != nil {
+		return helloMsg{}, err
+	}
+	h := helloMsg{Client: in.Client, Server: in.Server, Boot: in.Boot, Limits: in.Limits}
+	if len(in.V) == 0 || in.V[0] != '-' && (in.V[0] < '0' || in.V[0] > '9') {
+		return h, fmt.Errorf("%w: v must be a number", errBadJSON)
+	}
+	v, err := strconv.ParseFloat(string(in.V), 64)
+	if err != nil || v != 1 {
 		return h, errVersion
 	}
+	h.V = 1
 	return h, nil
 }
 
@@ -175,7 +190,13 @@ func decodeRPC(p []byte) (rpcMsg, *Error) {
 		if errors.As(err, &se) || !json.Valid(p) {
 			return rpcMsg{}, NewError(CodeParseError, "invalid JSON")
 		}
-		return rpcMsg{}, NewError(CodeInvalidRequest, "not a JSON-RPC object")
+		// A member of the wrong type: Unmarshal went on with the others,
+		// so the answer can carry the id when it is one.
+		id := m.ID
+		if !validID(id) {
+			id = nil
+		}
+		return rpcMsg{ID: id}, NewError(CodeInvalidRequest, "not a JSON-RPC object")
 	}
 	return m, nil
 }
@@ -183,7 +204,10 @@ func decodeRPC(p []byte) (rpcMsg, *Error) {
 // classifyRPC checks a decoded JSON-RPC object and tells its kind.
 func classifyRPC(m rpcMsg) (rpcMsg, rpcKind, *Error) {
 	if !validID(m.ID) {
-		m.ID = nil
+		// Answered with id null (JSON-RPC 2.0's rule when the id cannot
+		// be read): dropped, a request with an object for an id left its
+		// caller waiting for ever.
+		m.ID = json.RawMessage("null")
 		return m, 0, NewError(CodeInvalidRequest, "id must be a string, a number or null")
 	}
 	if m.JSONRPC != "2.0" {

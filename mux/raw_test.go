@@ -118,6 +118,9 @@ func TestProtocolViolationsClose4000(t *testing.T) {
 	}{
 		{"first frame not HELLO", false, func(rc *rawClient) { rc.send(typeRPC, 0, []byte(`{}`)) }, 4000},
 		{"unsupported version", false, func(rc *rawClient) { rc.send(typeHello, 0, []byte(`{"v":2}`)) }, 4001},
+		{"version 1.5", false, func(rc *rawClient) { rc.send(typeHello, 0, []byte(`{"v":1.5}`)) }, 4001},
+		{"HELLO without v", false, func(rc *rawClient) { rc.send(typeHello, 0, []byte(`{"client":"x"}`)) }, 4000},
+		{"HELLO with v a string", false, func(rc *rawClient) { rc.send(typeHello, 0, []byte(`{"v":"1"}`)) }, 4000},
 		{"short frame", true, func(rc *rawClient) { rc.sendRaw([]byte{4, 0, 0}) }, 4000},
 		{"nonzero flags", true, func(rc *rawClient) { rc.sendRaw([]byte{9, 1, 0, 0, 0, 0, '{', '}'}) }, 4000},
 		{"unknown type", true, func(rc *rawClient) { rc.sendRaw([]byte{0x33, 0, 0, 0, 0, 0}) }, 4000},
@@ -216,6 +219,12 @@ func TestRPCParseErrors(t *testing.T) {
 		{`[1,2]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not a JSON-RPC object","data":{"reason":"invalid_request"}}}`},
 		{`{"jsonrpc":"1.0","id":3,"method":"echo"}`, `{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"jsonrpc must be \"2.0\"","data":{"reason":"invalid_request"}}}`},
 		{`{"jsonrpc":"2.0","id":4,"method":"nope"}`, `{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method \"nope\" not found","data":{"reason":"method_not_found"}}}`},
+		// An id of the wrong type is answered with id null, never dropped.
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"echo"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"id must be a string, a number or null","data":{"reason":"invalid_request"}}}`},
+		{`{"jsonrpc":"2.0","id":[1],"method":"echo"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"id must be a string, a number or null","data":{"reason":"invalid_request"}}}`},
+		{`{"jsonrpc":"2.0","id":true,"method":"echo"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"id must be a string, a number or null","data":{"reason":"invalid_request"}}}`},
+		// A readable id is kept when another member has the wrong type.
+		{`{"jsonrpc":"2.0","id":9,"method":5}`, `{"jsonrpc":"2.0","id":9,"error":{"code":-32600,"message":"not a JSON-RPC object","data":{"reason":"invalid_request"}}}`},
 	}
 	ts := newTestServer(t, pipeTransport, Config{}, echoRouter())
 	rc := rawDial(t, ts, true)
@@ -225,6 +234,16 @@ func TestRPCParseErrors(t *testing.T) {
 		if string(p) != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.in, p, tc.want)
 		}
+	}
+}
+
+// JSON's 1.0 is the number 1: some encoders write every number so.
+func TestHelloVersionOnePointZero(t *testing.T) {
+	ts := newTestServer(t, pipeTransport, Config{}, echoRouter())
+	rc := rawDial(t, ts, false)
+	rc.send(typeHello, 0, []byte(`{"v":1.0,"client":"x"}`))
+	if h, p := rc.recv(); h.Type() != typeHello {
+		t.Fatalf("got %v %s, want HELLO", h, p)
 	}
 }
 
