@@ -35,6 +35,16 @@ function copyKey(ev, hasSelection) {
   return ev.shiftKey || hasSelection;
 }
 
+/**
+ * pasteKey: Ctrl+V pastes, as in most terminals off the Mac (Cmd+V
+ * there). xterm sent it as ^V, bash's quoted insert, which also took the
+ * next key literally; the browser's paste event now goes through
+ * instead (Ctrl+Shift+V pastes too).
+ */
+function pasteKey(ev) {
+  return !onMac && ev.type === 'keydown' && ev.code === 'KeyV' && ev.ctrlKey && !ev.shiftKey && !ev.altKey && !ev.metaKey;
+}
+
 const CONFIRM_MS = 4000; // a second close within this ends a running terminal
 
 /** Tabs owns the tab bar and the panes. */
@@ -172,7 +182,7 @@ export class Tabs {
     const tab = this.#addTab(`t:${t.id}`, 'term', null, pane, t.title || t.id);
     tab.view = new TerminalView({ client: this.client, info: t, pane, onChange: () => this.#label(tab) });
     tab.view.term.attachCustomKeyEventHandler((ev) => {
-      if (isShortcut(ev)) return false;
+      if (isShortcut(ev) || pasteKey(ev)) return false;
       if (copyKey(ev, tab.view.term.hasSelection())) {
         ev.preventDefault();
         tab.view.copySelection();

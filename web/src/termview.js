@@ -43,6 +43,9 @@ export class TerminalView {
     this.term = new Terminal({
       fontFamily: 'ui-monospace, "Cascadia Mono", "DejaVu Sans Mono", Menlo, Consolas, monospace',
       fontSize: 14,
+      // At the default 1.0, rows clip what a font draws below its box:
+      // DejaVu Sans Mono's underscore vanished (foo_bar read foo bar).
+      lineHeight: 1.2,
       cursorBlink: true,
       scrollback: 10000,
       allowProposedApi: true, // the unicode API (below)

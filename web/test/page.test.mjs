@@ -137,6 +137,24 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('Ctrl+V pastes the clipboard into the terminal', async () => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: d.url });
+      await page.waitForSelector('#conn[data-state="open"]');
+      await page.waitForSelector('.pane.term .xterm-rows', { timeout: 10000 });
+      await typeLine(page, 'echo ready-$((1+1))');
+      await waitTerm(page, /^ready-2$/m);
+      await page.evaluate(() => navigator.clipboard.writeText('echo pasted-$((2+3))'));
+      await page.keyboard.press('Control+V');
+      await page.keyboard.press('Enter');
+      await waitTerm(page, /^pasted-5$/m);
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+
   test('the page\'s first terminal does not take the keys from a form the user is typing in', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1200, height: 800 } });
     const page = await ctx.newPage();
