@@ -55,13 +55,16 @@ export class ExecBox {
     // The channel ends with the process's last byte; wait for it briefly,
     // else show what the result carries.
     await Promise.race([run.eof, new Promise((r) => setTimeout(r, 2000))]);
-    if (!run.streamed || !run.eofSeen) {
+    // The channel had every byte (or all the box shows): the result's
+    // copy, cut at 256 KiB per stream, is not needed.
+    const whole = run.streamed && (run.eofSeen || run.shown >= MAX_SHOWN);
+    if (!whole) {
       body.replaceChildren();
       run.shown = 0;
       this.#append(run, 'stdout', result.stdout ?? '');
       this.#append(run, 'stderr', result.stderr ?? '');
     }
-    const trunc = result.stdoutTruncated || result.stderrTruncated ? ' · output truncated' : '';
+    const trunc = !whole && (result.stdoutTruncated || result.stderrTruncated) ? ' · output truncated' : '';
     const code = result.timedOut ? 'timed out' : result.signal ? `killed by signal ${result.signal}` : `exit code ${result.exitCode}`;
     status.textContent = `${code} · ${fmtMs(result.durationMs ?? performance.now() - t0)}${trunc}`;
     status.className = `exec-status ${result.exitCode === 0 ? 'ok' : 'bad'}`;
@@ -75,7 +78,9 @@ export class ExecBox {
     let markEof;
     run.eof = new Promise((r) => (markEof = r));
     const decoders = { 1: new TextDecoder(), 2: new TextDecoder() };
-    for (let i = 0; i < OPEN_TRIES && !settled && this.run === run; i++) {
+    // Tried after the exec answered too: a fast command can end before
+    // the first try finds its id, and its retained output replays whole.
+    for (let i = 0; i < OPEN_TRIES && this.run === run; i++) {
       try {
         run.ch = await this.client.open('process', { id: run.id, follow: true }, {
           onData: (b, ch) => {
@@ -83,6 +88,10 @@ export class ExecBox {
             const s = b[0] === 2 ? 2 : 1;
             this.#append(run, s === 2 ? 'stderr' : 'stdout', decoders[s].decode(b.subarray(1), { stream: true }));
             ch.consume(b.length);
+            if (run.shown >= MAX_SHOWN) {
+              markEof(); // the box is full: the rest stays readable by id
+              ch.close();
+            }
           },
           onEof: (ch) => {
             run.eofSeen = true;
@@ -93,7 +102,8 @@ export class ExecBox {
         });
         return;
       } catch (err) {
-        if (err.reason !== 'not_found') break;
+        // Not found once the exec answered: it never had a record.
+        if (err.reason !== 'not_found' || settled) break;
         await new Promise((r) => setTimeout(r, 25 * Math.min(8, i + 1)));
       }
     }

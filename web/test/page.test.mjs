@@ -526,6 +526,15 @@ describe('the page in Chromium', { skip }, () => {
       await page.waitForSelector('.exec-status >> text=/exit code 3/', { timeout: 10000 });
       assert.match(await page.textContent('.exec-body'), /to-out\n(.|\n)*done-out/);
 
+      // A command that ends before the channel opens, with more output
+      // than the exec answer carries (256 KiB): the retained output
+      // replays whole, and nothing is said to be cut.
+      await page.fill(input, 'seq 1 100000');
+      await page.press(input, 'Enter');
+      await page.waitForSelector('.exec-status >> text=/exit code 0/', { timeout: 10000 });
+      assert.match(await page.textContent('.exec-body'), /\n99999\n100000\n?$/);
+      assert.doesNotMatch(await page.textContent('.exec-status'), /truncated/);
+
       await page.fill(input, 'sleep 30');
       await page.press(input, 'Enter');
       await page.waitForSelector('#exec-form button.danger >> text=Cancel');
