@@ -20,6 +20,12 @@ type ServerInfo struct {
 	// without a valid token) sets SkipOriginCheck instead.
 	OriginPatterns  []string
 	SkipOriginCheck bool
+	// OnAccept, if set, runs once the client's HELLO is read, before the
+	// connection serves anything: a server registers the connection
+	// there for events, so a notification caused by its first request
+	// (process.started after process.start) cannot come before it is
+	// registered and miss it.
+	OnAccept func(*Conn)
 }
 
 // Accept upgrades an HTTP request to a wsmux/1 connection: it negotiates
@@ -56,6 +62,9 @@ func Accept(w http.ResponseWriter, r *http.Request, cfg Config, rt *Router, info
 	f := getFrame(headerLen + len(payload))
 	f.b = appendFrame(f.b, typeHello, 0, payload)
 	c.pushUrgentLocked(f) // first frame: the writer is not running yet
+	if info.OnAccept != nil {
+		info.OnAccept(c)
+	}
 	c.start()
 	return c, nil
 }

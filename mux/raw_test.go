@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,4 +323,35 @@ func TestServerStopsReadingWhenAnswersPileUp(t *testing.T) {
 	_ = rc.ws.CloseNow()
 	recvOrTimeout(t, sent, 5*time.Second, "sender end")
 	recvOrTimeout(t, s.Done(), 5*time.Second, "server end")
+}
+
+// OnAccept runs before the connection serves its first request, even one
+// pipelined right behind HELLO.
+func TestOnAcceptRunsBeforeTheFirstRequest(t *testing.T) {
+	var registered sync.Map
+	rt := NewRouter()
+	rt.Handle("registered", func(ctx context.Context, c *Conn, p json.RawMessage) (any, error) {
+		_, ok := registered.Load(c)
+		return ok, nil
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Accept(w, r, Config{}, rt, ServerInfo{Name: "test/1", Boot: "b", OnAccept: func(c *Conn) { registered.Store(c, true) }})
+		if err == nil {
+			<-c.Done()
+		}
+	}))
+	defer srv.Close()
+	ts := &testServer{url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", client: srv.Client()}
+	for range 20 {
+		rc := rawDial(t, ts, false)
+		rc.send(typeHello, 0, []byte(`{"v":1}`))
+		rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":1,"method":"registered"}`))
+		if h, _ := rc.recv(); h.Type() != typeHello {
+			t.Fatalf("first frame %v, want HELLO", h)
+		}
+		if _, p := rc.recvType(typeRPC); string(p) != `{"jsonrpc":"2.0","id":1,"result":true}` {
+			t.Fatalf("got %s, want the connection registered before its first request", p)
+		}
+		_ = rc.ws.CloseNow()
+	}
 }

@@ -95,6 +95,7 @@ func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	conn, err := mux.Accept(w, r, b.muxCfg, b.router, mux.ServerInfo{
 		Name: "muxd/" + s.cfg.Version, Boot: s.boot, SkipOriginCheck: true, // checked by protect
+		OnAccept: b.notify.add,
 	})
 	if err != nil {
 		s.log.Info("connection failed", "remote", r.RemoteAddr, "err", err)
@@ -103,7 +104,6 @@ func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 	k.setGoAway(func(limit time.Duration) {
 		conn.GoAway(mux.CodeInternal, "muxd is shutting down")
 	})
-	b.notify.add(conn)
 	defer b.notify.remove(conn)
 	s.log.Info("connection opened", "remote", r.RemoteAddr, "client", conn.Hello().Client)
 	<-conn.Done()
