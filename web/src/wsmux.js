@@ -316,6 +316,9 @@ class Conn {
   }
 }
 
+// ABANDON_MS: reconnectNow replaces a dial older than this.
+const ABANDON_MS = 2000;
+
 function now() {
   return typeof performance !== 'undefined' ? performance.now() : Date.now();
 }
@@ -334,6 +337,9 @@ function now() {
  *    per failed attempt, with jitter; resets after a handshake.
  *  - heartbeatMs: PING interval; a socket silent for two intervals after a
  *    PING is dropped and redialled (default 10000; 0 disables).
+ *  - dialTimeoutMs: how long a dial may take to open and get the server's
+ *    HELLO before it is given up and retried (default 10000): a network
+ *    that swallows packets never fails a dial on its own.
  */
 export class Client extends Emitter {
   constructor(opts = {}) {
@@ -344,6 +350,7 @@ export class Client extends Emitter {
       reconnect: true,
       backoffMs: [250, 8000],
       heartbeatMs: 10000,
+      dialTimeoutMs: 10000,
       ...opts,
     };
     if (!this.opts.WebSocket) throw new Error('wsmux: no WebSocket implementation (pass opts.WebSocket)');
@@ -389,9 +396,15 @@ export class Client extends Emitter {
 
   /** reconnectNow skips the backoff wait (e.g. when the tab becomes visible). */
   reconnectNow() {
-    // A dial under way is left to finish: a second one would supersede
-    // its socket, which then stayed open, unused, on both ends.
-    if (this.stopped || this.state === 'open' || this.dialing) return;
+    if (this.stopped || this.state === 'open') return;
+    if (this.dialing) {
+      // A young dial is left to finish. One that has hung for a while
+      // (a network that swallows packets) is closed and replaced: the
+      // user asked to reconnect now. Never two sockets at once.
+      const conn = this.conn;
+      if (!conn || now() - conn.dialedAt < ABANDON_MS) return;
+      this.#detach(conn, 'abandoned for a new attempt');
+    }
     clearTimeout(this.timer);
     this.#dial();
   }
@@ -534,6 +547,11 @@ export class Client extends Emitter {
     ws.binaryType = 'arraybuffer';
     const conn = new Conn(this, ws);
     this.conn = conn;
+    conn.dialedAt = now();
+    if (this.opts.dialTimeoutMs > 0) {
+      const ms = this.opts.dialTimeoutMs;
+      conn.dialTimer = setTimeout(() => this.#lost(conn, `no answer from the server within ${ms / 1000} s`), ms);
+    }
     ws.onopen = () => {
       conn.send(T.HELLO, 0, { v: 1, client: this.opts.name });
     };
@@ -545,6 +563,7 @@ export class Client extends Emitter {
   onHello(conn) {
     if (conn !== this.conn) return;
     const hello = conn.hello ?? {};
+    clearTimeout(conn.dialTimer);
     this.dialing = false;
     const bootChanged = this.boot !== null && hello.boot !== this.boot;
     const first = this.boot === null;
@@ -577,19 +596,26 @@ export class Client extends Emitter {
 
   #lost(conn, why) {
     if (conn !== this.conn) return;
+    const wasOpen = this.#detach(conn, why);
+    this.lastError = new Error(why);
+    if (wasOpen) this.emit('lost', why);
+    this.#retry();
+  }
+
+  // detach closes conn, the current socket, and fails what waits on it;
+  // it reports whether the socket had been open (its HELLO came).
+  #detach(conn, why) {
     this.conn = null;
     clearInterval(this.hbTimer);
+    clearTimeout(conn.dialTimer);
     conn.ws.onclose = conn.ws.onmessage = conn.ws.onopen = null;
     try {
       conn.ws.close();
     } catch {
       // Best effort.
     }
-    const wasOpen = conn.hello !== null;
     conn.drop(why);
-    this.lastError = new Error(why);
-    if (wasOpen) this.emit('lost', why);
-    this.#retry();
+    return conn.hello !== null;
   }
 
   #retry() {

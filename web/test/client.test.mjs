@@ -2,6 +2,7 @@
 // Node 20 needs --experimental-websocket (Node 22+ has WebSocket built in).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
 import { Client, RpcError } from '../src/wsmux.js';
 import { startDaemon, until, withTimeout } from '../testlib/daemon.mjs';
 
@@ -237,6 +238,54 @@ describe('wsmux client against muxd', () => {
       assert.equal(made[1].readyState, WebSocket.OPEN);
     } finally {
       c.close();
+    }
+  });
+
+  test('a dial that gets no answer is given up and retried; reconnectNow replaces a hung one', async () => {
+    // A server that takes the TCP connection and never answers: a
+    // network that swallows packets, or a stuck proxy.
+    const holes = [];
+    const blackHole = async () => {
+      const socks = [];
+      const srv = createServer((sock) => socks.push(sock));
+      holes.push([srv, socks]);
+      await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+      return [`ws://127.0.0.1:${srv.address().port}/ws`, socks];
+    };
+    try {
+      const [url, socks] = await blackHole();
+      const c = new Client({ url, name: 'web-test/1', backoffMs: [20, 50], dialTimeoutMs: 200 });
+      c.start();
+      try {
+        await until(() => socks.length >= 3, 5000, 'three dials');
+        assert.notEqual(c.state, 'open');
+      } finally {
+        c.close();
+      }
+
+      // Without a dial timeout and with a long backoff, only reconnectNow
+      // dials again, and only once the dial is old enough.
+      const [url2, socks2] = await blackHole();
+      const c2 = new Client({ url: url2, name: 'web-test/1', backoffMs: [60000, 60000], dialTimeoutMs: 0 });
+      c2.start();
+      try {
+        await until(() => socks2.length === 1, 5000, 'the first dial');
+        c2.reconnectNow(); // young: left to finish
+        await new Promise((r) => setTimeout(r, 2200));
+        assert.equal(socks2.length, 1, 'a young dial was replaced');
+        c2.reconnectNow();
+        // (Node's WebSocket leaves the closed dial's TCP connection open
+        // and may retry its handshake: only that a new dial came is
+        // checked, not how many connections the hole sees.)
+        await until(() => socks2.length >= 2, 5000, 'the new dial');
+      } finally {
+        c2.close();
+      }
+    } finally {
+      for (const [srv, socks] of holes) {
+        for (const s of socks) s.destroy();
+        await new Promise((r) => srv.close(r));
+      }
     }
   });
 
