@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,9 +26,58 @@ func decodeParams(params json.RawMessage, v any) error {
 		return mux.ErrInvalidParams("params must be an object")
 	}
 	if err := json.Unmarshal(p, v); err != nil {
-		return mux.ErrInvalidParams(err.Error())
+		return mux.ErrInvalidParams(paramsError(err))
 	}
 	return nil
+}
+
+// paramsError says which param has the wrong type in the protocol's
+// terms ("command: expected a string, not a number"), not Go's ("cannot
+// unmarshal number into Go struct field execParams.command of type
+// string"). For a map the field is the map's (env: a value of it).
+func paramsError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("%s: expected %s, not %s", te.Field, jsonKind(te.Type), article(te.Value))
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return strings.TrimPrefix(msg, "server: ")
+}
+
+// jsonKind names the JSON value a Go type takes.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "another type"
+}
+
+// article puts "a" or "an" before a JSON value kind of
+// json.UnmarshalTypeError ("number", "array", or "number 1.5").
+func article(v string) string {
+	if v == "bool" {
+		return "a boolean"
+	}
+	if v != "" && strings.ContainsRune("aeiou", rune(v[0])) {
+		return "an " + v
+	}
+	return "a " + v
 }
 
 // noParams checks the params of a method that takes none: absent, null

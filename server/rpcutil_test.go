@@ -1,0 +1,30 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/muxd/muxd/mux"
+)
+
+// A param of the wrong type is named in the protocol's terms, without
+// Go's type names.
+func TestParamTypeErrorsNameTheParam(t *testing.T) {
+	tests := []struct{ params, want string }{
+		{`{"command":5}`, "command: expected a string, not a number"},
+		{`{"command":"x","env":{"A":5}}`, "env: expected a string, not a number"},
+		{`{"command":"x","env":[1]}`, "env: expected an object, not an array"},
+		{`{"command":"x","timeoutMs":1.5}`, "timeoutMs: expected an integer, not a number 1.5"},
+		{`{"command":"x","stdin":true}`, "stdin: expected a string, not a boolean"},
+		{`[1]`, "params must be an object"},
+	}
+	for _, tc := range tests {
+		var p execParams
+		err := decodeParams(json.RawMessage(tc.params), &p)
+		var me *mux.Error
+		if !errors.As(err, &me) || me.Code != mux.CodeInvalidParams || me.Message != tc.want {
+			t.Errorf("%s: got %v, want invalid_params %q", tc.params, err, tc.want)
+		}
+	}
+}
