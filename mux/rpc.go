@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 )
 
 // pendingReq is an inbound request being served.
@@ -103,12 +104,29 @@ func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pending
 		c.wakeBudgetLocked()
 	}
 	c.mu.Unlock()
+	if err != nil && errors.Is(err, context.Canceled) && context.Cause(ctx) == ErrCancelledByPeer {
+		err = cancelledByPeer(err)
+	}
 	pr.cancel(nil)
 	if err != nil {
 		c.respondError(m.ID, asError(err))
 		return
 	}
 	c.respondResult(m.ID, res)
+}
+
+// cancelledByPeer words the answer to a request that rpc.cancel ended:
+// Go's "context canceled" says nothing to a client.
+func cancelledByPeer(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	msg := "cancelled by rpc.cancel"
+	if s := err.Error(); s != context.Canceled.Error() {
+		msg += ": " + s
+	}
+	return NewError(CodeCancelled, "%s", msg)
 }
 
 // callHandler runs fn, turning a panic into an internal error so one bad

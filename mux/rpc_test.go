@@ -129,7 +129,7 @@ func TestRPCCancelByIDAnswersCancelled(t *testing.T) {
 	}
 	want := map[string]string{
 		`"c"`: `{"jsonrpc":"2.0","id":"c","result":{}}`,
-		`"x"`: `{"jsonrpc":"2.0","id":"x","error":{"code":13,"message":"context canceled","data":{"reason":"cancelled"}}}`,
+		`"x"`: `{"jsonrpc":"2.0","id":"x","error":{"code":13,"message":"cancelled by rpc.cancel","data":{"reason":"cancelled"}}}`,
 	}
 	for k, v := range want {
 		if got[k] != v {
