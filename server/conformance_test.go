@@ -166,6 +166,8 @@ func TestExecResultAndRecordConform(t *testing.T) {
 			func(r obj) bool { return r["stdout"] == "/w==" && r["encoding"] == "base64" }},
 		{"invalid utf8 becomes U+FFFD", obj{"command": "printf 'a\\377b'"},
 			func(r obj) bool { return r["stdout"] == "a\uFFFDb" }},
+		{"each invalid byte becomes one U+FFFD", obj{"command": "printf 'a\\377\\376b\\342\\202'"},
+			func(r obj) bool { return r["stdout"] == "a\uFFFD\uFFFDb\uFFFD\uFFFD" }},
 		{"stdin base64", obj{"command": "cat", "stdin": "aGk=", "stdinEncoding": "base64"},
 			func(r obj) bool { return r["stdout"] == "hi" }},
 		{"env null unsets", obj{"command": "echo ${HOME-unset}", "env": obj{"HOME": nil}},

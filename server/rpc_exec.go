@@ -186,7 +186,29 @@ func encodeBytes(b []byte, enc string) string {
 	if enc == "base64" {
 		return base64.StdEncoding.EncodeToString(b)
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	return validUTF8(b)
+}
+
+// validUTF8 is b as text with each byte that is not part of a valid
+// UTF-8 sequence replaced by U+FFFD, as encoding/json does; a run of
+// them is not collapsed into one (strings.ToValidUTF8), so the text
+// shows how many bytes were lost (and encodedLen counts the same).
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) + 16)
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			sb.WriteString("\uFFFD")
+		} else {
+			sb.Write(b[:size])
+		}
+		b = b[size:]
+	}
+	return sb.String()
 }
 
 func decodeText(name, s, enc string) ([]byte, error) {
