@@ -26,7 +26,10 @@ export class ExecBox {
     const data = new FormData(this.form);
     const command = String(data.get('command') || '').trim();
     const sessionId = String(data.get('session') || '').trim();
-    if (!command) return;
+    if (!command) {
+      this.out.replaceChildren(el('div', { class: 'exec-status' }, 'Type a command to run.'));
+      return;
+    }
     const id = `exec-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
     const run = { id, abort: new AbortController(), shown: 0, streamed: false, eof: null };
     this.run = run;

@@ -78,9 +78,9 @@ export class ProcessList {
     const data = new FormData(this.form);
     const command = String(data.get('command') || '').trim();
     const sessionId = String(data.get('session') || '').trim();
-    if (!command) return;
     const msg = this.form.querySelector('.form-msg');
-    msg.textContent = '';
+    msg.textContent = command ? '' : 'Type a command to start.';
+    if (!command) return;
     const btn = this.form.querySelector('button[type=submit]');
     btn.disabled = true;
     try {

@@ -131,6 +131,13 @@ export class Tabs {
     // The lowest free "shell N": the page's counter started again at
     // each load, next to terminals it had opened before.
     const used = new Set(this.tabs.filter((t) => t.kind === 'term').map((t) => t.view.title));
+    try {
+      // Other pages' terminals too: two tabs named "shell 1" otherwise.
+      const { terminals } = await this.client.call('terminal.list', {}, { timeoutMs: SHORT_MS });
+      for (const t of terminals ?? []) used.add(t.title);
+    } catch {
+      // The page's own names are enough to go on with.
+    }
     let n = 1;
     while (used.has(`shell ${n}`)) n++;
     const params = { title: `shell ${n}` };

@@ -17,6 +17,7 @@ const HIDDEN_BACKLOG = 8 * 1024 * 1024; // unprocessed bytes allowed while hidde
 
 const dim = (s) => `\r\n\x1b[2m${s}\x1b[0m\r\n`;
 const ECHO_MS = 3000; // a keystroke with no output for this long: check the socket
+const TYPEAHEAD_MAX = 4096; // characters typed while the channel is away, sent once it is back
 
 /**
  * TerminalView attaches to terminal `info.id` over `client` and draws it in
@@ -60,6 +61,20 @@ export class TerminalView {
     this.term.loadAddon(new Unicode11Addon());
     this.term.unicode.activeVersion = '11';
     this.term.open(pane);
+    // Input xterm hands over while a key, paste or IME event is being
+    // dispatched is the user's; the rest is xterm answering what it drew
+    // (DA, DSR, OSC colour queries). Seen in the capture phase, before
+    // xterm's own listeners; cleared once the event's task is over.
+    this.pending = []; // the user's input while the channel is away (type-ahead)
+    this.pendingLen = 0;
+    this.userEvent = false;
+    for (const type of ['keydown', 'keypress', 'beforeinput', 'input', 'paste', 'compositionend']) {
+      pane.addEventListener(type, () => {
+        this.userEvent = true;
+        clearTimeout(this.userTimer);
+        this.userTimer = setTimeout(() => (this.userEvent = false), 0);
+      }, true);
+    }
     // Another page on this terminal may have resized it meanwhile: the
     // page being used sets the size again.
     this.term.textarea?.addEventListener('focus', () => this.refit(true));
@@ -137,6 +152,7 @@ export class TerminalView {
     // always send ours right away.
     if (this.pane.clientWidth > 0) this.#sendSize(this.term.cols, this.term.rows);
     this.refit();
+    this.#flushPending();
     this.onChange(this);
   }
 
@@ -165,6 +181,7 @@ export class TerminalView {
         this.offset = op.offset;
         this.term.write('', () => {
           if (this.ch === ch || this.ch === null) this.replaying = false;
+          this.#flushPending();
         });
         break;
       case 'gap':
@@ -174,7 +191,7 @@ export class TerminalView {
         this.exited = true;
         this.exitCode = op.code;
         this.exitSignal = op.signal;
-        this.term.write(dim(op.signal ? `[terminal ended by signal ${op.signal}]` : `[terminal exited with code ${op.code}]`));
+        this.term.write(dim(`${op.signal ? `[terminal ended by signal ${op.signal}]` : `[terminal exited with code ${op.code}]`}${this.#dropPending()} + opens a new one`));
         this.onChange(this);
         break;
     }
@@ -188,14 +205,47 @@ export class TerminalView {
 
   #markGone(why) {
     this.gone = true;
-    this.term.write(dim(`[terminal ${why}]`));
+    this.term.write(dim(`[terminal ${why}]${this.#dropPending()}`));
     this.onChange(this);
   }
 
+  // dropPending forgets the type-ahead; it says what was lost, if any.
+  #dropPending() {
+    const n = this.pendingLen;
+    this.pending = [];
+    this.pendingLen = 0;
+    return n > 0 ? ` (${n} typed characters not sent)` : '';
+  }
+
+  // flushPending sends the type-ahead once the channel is back and its
+  // replay drawn.
+  #flushPending() {
+    if (!this.ch || this.replaying || this.exited || this.pendingLen === 0) return;
+    for (const d of this.pending) this.ch.write(d);
+    this.pending = [];
+    this.pendingLen = 0;
+    this.#expectEcho();
+  }
+
   #input(data) {
-    // Replayed queries (DA, DSR, OSC colour) make xterm answer; those answers
-    // must not be typed into the shell.
-    if (this.replaying || !this.ch || this.exited) return;
+    if (this.exited || this.gone) return;
+    if (this.replaying || !this.ch) {
+      // Typed while the socket reconnects or a replay is drawn: kept
+      // (bounded) and sent once the channel is back, as over ssh. What
+      // xterm answers to replayed queries is not the user's and must not
+      // be typed into the shell: dropped.
+      if (this.userEvent && this.pendingLen + data.length <= TYPEAHEAD_MAX) {
+        this.pending.push(this.#ctrlSticky(data));
+        this.pendingLen += data.length;
+      }
+      return;
+    }
+    this.ch.write(this.#ctrlSticky(data));
+    this.#expectEcho();
+  }
+
+  // ctrlSticky applies the phone key bar's sticky Ctrl to data.
+  #ctrlSticky(data) {
     if (this.ctrlNext && typeof data === 'string' && data.length === 1) {
       // The phone key bar's sticky Ctrl: a letter becomes its control code.
       const c = data.toLowerCase().charCodeAt(0);
@@ -203,8 +253,7 @@ export class TerminalView {
       this.ctrlNext = false;
       this.onChange(this);
     }
-    this.ch.write(data);
-    this.#expectEcho();
+    return data;
   }
 
   /**

@@ -309,6 +309,28 @@ describe('the page in Chromium', { skip }, () => {
     }
   });
 
+  test('a new terminal takes a name no terminal has, whichever page opened it', async () => {
+    const a = await openPage(browser, d);
+    let b;
+    try {
+      await a.page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      await freshTerminal(a.page);
+      const title = await a.page.evaluate(() => globalThis.muxd.tabs.active.view.title);
+      // Ended, its tab stays on page a; a page opened now does not show it.
+      await typeLine(a.page, 'exit');
+      await a.page.waitForFunction(() => globalThis.muxd.tabs.active.view.exited, null, { timeout: 5000 });
+      b = await openPage(browser, d);
+      await b.page.waitForSelector('#conn[data-state="open"]', { timeout: 10000 });
+      const other = await b.page.evaluate(async () => (await globalThis.muxd.tabs.newTerminal()).view.title);
+      assert.notEqual(other, title);
+      assert.deepEqual(a.errors, []);
+      assert.deepEqual(b.errors, []);
+    } finally {
+      await closePage(a.ctx, a.page);
+      if (b) await closePage(b.ctx, b.page);
+    }
+  });
+
   test('tabs: a new terminal, rename with F2 (terminal.update), close destroys it', async () => {
     const { ctx, page, errors } = await openPage(browser, d);
     try {
@@ -388,6 +410,27 @@ describe('the page in Chromium', { skip }, () => {
         const n = text.split('\n').filter((l) => l === `dup-${i}-x`).length;
         assert.equal(n, 1, `dup-${i}-x shown ${n} times:\n${text.trimEnd()}`);
       }
+      assert.deepEqual(errors, []);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
+
+  test('what is typed while the socket reconnects is sent once it is back', async () => {
+    const { ctx, page, errors } = await openPage(browser, d);
+    try {
+      await freshTerminal(page);
+      await typeLine(page, 'echo before-$((1+1))');
+      await waitTerm(page, /^before-2$/m);
+      // A slow redial: the keys below go in while there is no socket.
+      await page.evaluate(() => (globalThis.muxd.client.opts.backoffMs = [1500, 1500]));
+      const sawReconnect = page.waitForSelector('#conn[data-state="reconnecting"]', { timeout: 5000 });
+      await d.drop();
+      await sawReconnect;
+      await page.keyboard.type('echo typed-ahead-$((3*3))');
+      await page.keyboard.press('Enter');
+      assert.equal(await page.getAttribute('#conn', 'data-state'), 'reconnecting', 'typed after the reconnect');
+      await waitTerm(page, /^typed-ahead-9$/m);
       assert.deepEqual(errors, []);
     } finally {
       await closePage(ctx, page);
