@@ -128,7 +128,14 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	if err != nil {
 		return ExecResult{}, err
 	}
-	defer s.endTurn()
+	held := true
+	endTurn := func() {
+		if held {
+			held = false
+			s.endTurn()
+		}
+	}
+	defer endTurn()
 	defer release()
 	if err := s.alive(); err != nil {
 		return ExecResult{}, err
@@ -200,7 +207,11 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	e.retire(p)
 	p.end()
-	return e.result(p, req.MaxOutput, time.Since(start)), nil
+	d := time.Since(start)
+	// The output is the record's: the session's next command need not
+	// wait while this result is read (or waits for room to be answered).
+	endTurn()
+	return e.result(p, req, d)
 }
 
 // noteDeath adds bash's last words (the command's last stderr line, e.g.

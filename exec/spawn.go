@@ -212,20 +212,31 @@ func (e *Engine) execStateless(ctx context.Context, req ExecRequest, id string) 
 		_ = p.kill(killTERM, e.cfg.KillGrace, true) // rpc.cancel: the command goes
 		<-p.done
 	}
-	return e.result(p, req.MaxOutput, time.Since(start)), nil
+	return e.result(p, req, time.Since(start))
 }
 
 // result builds an ExecResult from an ended record.
-func (e *Engine) result(p *process, maxOut int, d time.Duration) ExecResult {
+func (e *Engine) result(p *process, req ExecRequest, d time.Duration) (ExecResult, error) {
+	maxOut := req.MaxOutput
 	if maxOut <= 0 {
 		maxOut = defaultMaxOutput
+	}
+	if req.BeforeOutput != nil {
+		var n [2]int
+		for i, l := range p.logs {
+			first, end, _ := l.bounds()
+			n[i] = int(min(end-first, int64(maxOut)))
+		}
+		if err := req.BeforeOutput(n[0], n[1]); err != nil {
+			return ExecResult{}, err
+		}
 	}
 	in := p.info()
 	r := ExecResult{ID: p.id, ExitCode: in.ExitCode, Signal: in.Signal,
 		TimedOut: in.Status == StatusTimedOut, Duration: d}
 	r.Stdout, r.StdoutTruncated = headOf(p.logs[0], maxOut)
 	r.Stderr, r.StderrTruncated = headOf(p.logs[1], maxOut)
-	return r
+	return r, nil
 }
 
 // defaultMaxOutput is the per-stream result size of Exec when the request

@@ -232,3 +232,27 @@ func TestCommandsLongerThanAnArgumentRun(t *testing.T) {
 		t.Errorf("command files left: %v", left)
 	}
 }
+
+// BeforeOutput learns how much output the result will carry, before it
+// is read; its error ends Exec, and the record stays readable by ID.
+func TestExecBeforeOutput(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	for _, session := range []string{"", sid} {
+		var got [2]int
+		req := ExecRequest{Command: "head -c 1000 /dev/zero; echo oops >&2", MaxOutput: 100, SessionID: session,
+			BeforeOutput: func(stdout, stderr int) error { got = [2]int{stdout, stderr}; return nil }}
+		if r := mustExec(t, e, req); len(r.Stdout) != 100 || got != [2]int{100, 5} {
+			t.Fatalf("session %q: BeforeOutput(%v), stdout %d bytes; want (100, 5) and 100", session, got, len(r.Stdout))
+		}
+		stop := errors.New("no room")
+		req.ID = "before-" + session
+		req.BeforeOutput = func(int, int) error { return stop }
+		if _, err := e.Exec(ctxT(t, 10*time.Second), req); !errors.Is(err, stop) {
+			t.Fatalf("session %q: Exec = %v, want BeforeOutput's error", session, err)
+		}
+		if info, err := e.GetProcess(req.ID); err != nil || info.ExitCode == nil || *info.ExitCode != 0 {
+			t.Fatalf("session %q: the record after a failed BeforeOutput: %+v %v", session, info, err)
+		}
+	}
+}

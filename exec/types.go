@@ -41,6 +41,12 @@ type ExecRequest struct {
 	Timeout   time.Duration      // 0 = none (or the session's CommandTimeout)
 	Stdin     []byte             // nil = /dev/null
 	MaxOutput int                // per stream bytes in the result; 0 = 256 KiB
+	// BeforeOutput, if set, is called once the command has ended, before
+	// its output is read into the result, with the bytes about to be
+	// read of each stream. A server waits there for room to answer
+	// (mux.Conn.ReserveAnswer). If it fails, Exec returns its error; the
+	// record stays readable by ID.
+	BeforeOutput func(stdout, stderr int) error
 }
 
 // ExecResult is the outcome of [Engine.Exec].

@@ -421,9 +421,7 @@ func (ch *Channel) FillStream(ctx context.Context, stream byte, limit int, fill 
 	ch.filling = false
 	c.used -= size
 	ch.cond.Broadcast()
-	if len(c.budgetWaiters) > 0 {
-		c.wakeBudgetLocked()
-	}
+	c.budgetFreedLocked()
 	if k == 0 {
 		putFrame(f)
 		return 0, ferr

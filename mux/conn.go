@@ -78,12 +78,15 @@ type Conn struct {
 	mu            sync.Mutex
 	writerCond    sync.Cond // the writer waits here for frames
 	readerCond    sync.Cond // the server's read loop waits here (waitUrgentDrained)
+	answerCond    sync.Cond // handlers wait here for room for their answers (ReserveAnswer)
 	urgentBytes   int64     // bytes in urgent
 	err           error     // why the connection ended; set once
 	closed        bool
 	channels      map[uint32]*Channel
 	lastID        uint32 // server: highest client id opened; client: last id allocated
-	used          int64  // budget bytes held by queued output and RPC requests
+	used          int64  // budget bytes held by queued output, RPC requests and reserved answers
+	bodies        int64  // the part of used held by the bodies of requests in flight
+	answerWaiters int    // handlers waiting in ReserveAnswer
 	inputGranted  int64  // budget bytes granted as input credit
 	budgetWaiters []*Channel
 	drainWaiters  []chan struct{} // Close waiting for the queue to empty
@@ -133,6 +136,7 @@ func newConn(ws *websocket.Conn, cfg Config, server bool, rt *Router) *Conn {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.writerCond.L = &c.mu
 	c.readerCond.L = &c.mu
+	c.answerCond.L = &c.mu
 	c.rpcBulk.class = ClassProcess
 	c.sendMaxFrame, c.recvMaxFrame = cfg.MaxFrame, cfg.MaxFrame
 	return c
@@ -317,8 +321,18 @@ func (c *Conn) shutdown(err error) {
 	}()
 }
 
-// wakeBudgetLocked wakes the pumps waiting for budget.
+// budgetFreedLocked wakes what waits for budget, after used went down.
+func (c *Conn) budgetFreedLocked() {
+	if len(c.budgetWaiters) > 0 || c.answerWaiters > 0 {
+		c.wakeBudgetLocked()
+	}
+}
+
+// wakeBudgetLocked wakes the pumps and handlers waiting for budget.
 func (c *Conn) wakeBudgetLocked() {
+	if c.answerWaiters > 0 {
+		c.answerCond.Broadcast()
+	}
 	for _, ch := range c.budgetWaiters {
 		ch.cond.Broadcast()
 	}

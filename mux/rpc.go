@@ -8,10 +8,14 @@ import (
 
 // pendingReq is an inbound request being served.
 type pendingReq struct {
-	cancel context.CancelCauseFunc
-	long   bool
-	cost   int64 // budget held by the request body
+	cancel   context.CancelCauseFunc
+	long     bool
+	cost     int64 // budget held by the request body
+	reserved int64 // budget held for the answer (ReserveAnswer), until it is queued
 }
+
+// reqKey is the context key of a request's *pendingReq.
+type reqKey struct{}
 
 // handleRPC dispatches one JSON-RPC object from the read loop; it never
 // blocks on a handler.
@@ -76,8 +80,10 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	pr := &pendingReq{cancel: cancel, long: long, cost: size}
+	ctx = context.WithValue(ctx, reqKey{}, pr)
 	c.pending[key] = pr
 	c.used += size
+	c.bodies += size
 	if long {
 		c.longInflight++
 	} else {
@@ -95,14 +101,13 @@ func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pending
 	c.mu.Lock()
 	delete(c.pending, string(m.ID))
 	c.used -= pr.cost
+	c.bodies -= pr.cost
 	if pr.long {
 		c.longInflight--
 	} else {
 		c.shortInflight--
 	}
-	if len(c.budgetWaiters) > 0 {
-		c.wakeBudgetLocked()
-	}
+	c.budgetFreedLocked()
 	c.mu.Unlock()
 	if err != nil && errors.Is(err, context.Canceled) && context.Cause(ctx) == ErrCancelledByPeer {
 		err = cancelledByPeer(err)
@@ -110,9 +115,67 @@ func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pending
 	pr.cancel(nil)
 	if err != nil {
 		c.respondError(m.ID, asError(err))
-		return
+	} else {
+		c.respondResult(m.ID, res)
 	}
-	c.respondResult(m.ID, res)
+	// The answer is queued and charged itself: the hold ends.
+	c.mu.Lock()
+	if pr.reserved > 0 {
+		c.used -= pr.reserved
+		pr.reserved = 0
+		c.budgetFreedLocked()
+	}
+	c.mu.Unlock()
+}
+
+// ReserveAnswer holds n bytes of the connection's budget for the answer
+// to the request whose handler context is ctx, waiting while queued
+// output and other held answers fill the budget. A handler whose answer
+// may be large (command output) calls it before it reads what goes in
+// the answer: a client that sends such requests without reading its
+// socket then keeps the handlers waiting here, not their answers in the
+// daemon's memory. One answer always goes ahead when nothing else is
+// queued or held, however large. The hold ends once the answer is
+// queued. It returns ctx's error, or ErrConnClosed if the connection
+// ends first; outside a request's handler it does nothing.
+func (c *Conn) ReserveAnswer(ctx context.Context, n int) error {
+	pr, _ := ctx.Value(reqKey{}).(*pendingReq)
+	if pr == nil || n <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		if c.closed {
+			return ErrConnClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Request bodies are not waited for: their handlers may be the
+		// ones waiting here.
+		if c.used+int64(n) <= c.outputCapLocked() || c.used-c.bodies <= 0 {
+			c.used += int64(n)
+			pr.reserved += int64(n)
+			return nil
+		}
+		if stop == nil {
+			stop = context.AfterFunc(ctx, func() {
+				c.mu.Lock()
+				c.answerCond.Broadcast()
+				c.mu.Unlock()
+			})
+		}
+		c.answerWaiters++
+		c.answerCond.Wait()
+		c.answerWaiters--
+	}
 }
 
 // cancelledByPeer words the answer to a request that rpc.cancel ended:

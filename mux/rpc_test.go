@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -215,5 +218,53 @@ func TestNotifyReachesClient(t *testing.T) {
 	}
 	if g := recvOrTimeout(t, got, 5*time.Second, "notification"); g != `process.exited {"id":"p1"}` {
 		t.Fatalf("got %s", g)
+	}
+}
+
+// A client that sends requests with large answers and does not read its
+// socket keeps their handlers waiting in ReserveAnswer: the answers in
+// the daemon's memory stay within the budget, and every one arrives once
+// the client reads.
+func TestLargeAnswersWaitForBudget(t *testing.T) {
+	const answer = 512 << 10
+	var reserved atomic.Int32
+	rt := NewRouter()
+	rt.HandleLong("big", nil, func(ctx context.Context, c *Conn, p json.RawMessage) (any, error) {
+		if err := c.ReserveAnswer(ctx, answer); err != nil {
+			return nil, err
+		}
+		reserved.Add(1)
+		return strings.Repeat("x", answer), nil
+	})
+	cfg := Config{ConnBudget: 4 << 20, MaxRPCResponse: 1 << 20}
+	ts := newTestServer(t, pipeTransport, cfg, rt)
+	rc := rawDial(t, ts, true)
+	const n = 40
+	for i := range n {
+		rc.send(typeRPC, 0, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"big"}`, i)))
+	}
+	// Nothing is read: wait until the count stops moving (bounded).
+	last, still := int32(-1), 0
+	for range 200 {
+		if got := reserved.Load(); got != last {
+			last, still = got, 0
+		} else if still++; still >= 20 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // sampling a counter, not synchronizing
+	}
+	// The budget's 4 MiB of queued and held answers, one being written,
+	// and one that went ahead of an empty queue.
+	if max := int32(4<<20/answer + 2); last > max {
+		t.Fatalf("%d answers of %d bytes made while the client did not read; want at most %d", last, answer, max)
+	}
+	got := map[string]bool{}
+	for len(got) < n {
+		_, p := rc.recvType(typeRPC)
+		var m rpcMsg
+		if err := json.Unmarshal(p, &m); err != nil {
+			t.Fatal(err)
+		}
+		got[string(m.ID)] = true
 	}
 }

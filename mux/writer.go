@@ -91,9 +91,7 @@ func (c *Conn) writeOneLocked() {
 	c.writing = false
 	if f != nil {
 		c.used -= f.cost
-		if len(c.budgetWaiters) > 0 {
-			c.wakeBudgetLocked()
-		}
+		c.budgetFreedLocked()
 		putFrame(f)
 	}
 	if err != nil && c.writeErr == nil {

@@ -130,3 +130,37 @@ func TestIdleChannelsHoldNoBuffers(t *testing.T) {
 	}
 	t.Logf("%d channels: %d bytes each", n, grew/n)
 }
+
+// A client that asks for large answers and stops reading its socket
+// keeps the handlers waiting for room (mux.Conn.ReserveAnswer), not
+// their answers in memory: the heap grows by about the connection's
+// budget, not by every answer the in-flight requests could make.
+func TestAClientThatDoesNotReadHoldsAboutItsBudgetOfAnswers(t *testing.T) {
+	const budget = 4 << 20
+	_, url := testServer(t, func(c *Config) { c.ConnBudget = budget })
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	mustCall(t, conn, "process.start", obj{"id": "out", "command": "head -c 524288 /dev/zero | tr '\\0' x"})
+	mustCall(t, conn, "process.wait", obj{"id": "out", "timeoutMs": 10000})
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	r := dialRaw(t, url)
+	const n = 100 // each answer ~700 KB of base64
+	for i := range n {
+		r.send(0x09, 0, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"process.read","params":{"id":"out","stream":"stdout","encoding":"base64"}}`, i))
+	}
+	// Never read: let the handlers get as far as they can (bounded).
+	var grew int64
+	for range 20 {
+		time.Sleep(50 * time.Millisecond) // sampling the heap, not synchronizing
+		grew = max(grew, int64(heap())-int64(before))
+	}
+	if grew > 3*budget {
+		t.Fatalf("the heap grew by %d MiB while a client did not read; its budget is %d MiB", grew>>20, budget>>20)
+	}
+	t.Logf("heap grew by %.1f MiB", float64(grew)/(1<<20))
+}

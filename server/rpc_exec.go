@@ -78,6 +78,12 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 			return nil, err
 		}
 	}
+	// The output is read into the answer only once the connection has
+	// room for it: a client that does not read its socket cannot make
+	// the daemon hold many answers.
+	req.BeforeOutput = func(stdout, stderr int) error {
+		return c.ReserveAnswer(ctx, b.answerBound(stdout+stderr, enc))
+	}
 	run, release := detachOnDrop(ctx, c)
 	res, err := b.engine.e.Exec(run, req)
 	release()
@@ -132,6 +138,17 @@ func (b *backend) execResult(r exec.ExecResult, enc string) execResult {
 		Stdout: encodeBytes(out, enc), Stderr: encodeBytes(errb, enc), Encoding: enc,
 		StdoutTruncated: outCut, StderrTruncated: errCut, DurationMs: r.Duration.Milliseconds(),
 	}
+}
+
+// answerBound is the most an answer carrying n bytes of output in enc
+// can take: base64's 4/3, or utf8's worst, six bytes for a control byte;
+// never over maxRpcResponse, which execResult cuts output to fit.
+func (b *backend) answerBound(n int, enc string) int {
+	size := 6 * n
+	if enc == "base64" {
+		size = base64.StdEncoding.EncodedLen(n)
+	}
+	return min(size+responseOverhead, b.s.cfg.MaxRPCResponse)
 }
 
 // encodedLen is the size of b in the JSON answer: base64, or the UTF-8

@@ -165,6 +165,9 @@ func (b *backend) processRead(ctx context.Context, c *mux.Conn, params json.RawM
 	if length < 0 || length > maxReadLength || p.From < 0 {
 		return nil, mux.ErrInvalidParams(fmt.Sprintf("from must be ≥ 0 and length between 0 and %d", maxReadLength))
 	}
+	if err := c.ReserveAnswer(ctx, b.answerBound(int(length), enc)); err != nil {
+		return nil, err
+	}
 	data, first, end, err := b.engine.e.ReadOutput(p.ID, stream, p.From, length)
 	if err != nil {
 		return nil, execError(err)
