@@ -30,15 +30,8 @@ func (e *Engine) buildEnv(base []string, set map[string]*string) ([]string, erro
 
 // checkDir reports a missing or non-directory cwd as ErrInvalid.
 func checkDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("%w: cwd: %v", ErrInvalid, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%w: cwd %q is not a directory", ErrInvalid, dir)
+	if err := proc.CheckDir(dir); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

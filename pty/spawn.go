@@ -15,22 +15,6 @@ const (
 	defaultRows = 24
 )
 
-// checkCwd reports a cwd that is missing or not a directory, which the
-// shell's start would report as its own ENOENT or ENOTDIR.
-func checkCwd(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("%w: cwd: %v", ErrInvalid, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%w: cwd %q is not a directory", ErrInvalid, dir)
-	}
-	return nil
-}
-
 // start opens a PTY and starts the shell on it.
 func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 	cols, rows := opts.Cols, opts.Rows
@@ -64,8 +48,8 @@ func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if err := checkCwd(opts.Cwd); err != nil {
-		return nil, err
+	if err := proc.CheckDir(opts.Cwd); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	master, slave, err := openPair()
 	if err != nil {

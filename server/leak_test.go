@@ -88,6 +88,14 @@ func TestConnectionsAndChannelsLeaveNoGoroutinesOrFDs(t *testing.T) {
 // to send, or with a client that grants no more credit, hold no read
 // buffer (each held 2 × 256 KiB: a connection with a thousand of them
 // held half a GiB, outside the connection's budget).
+// heapAlloc is the live heap after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
 func TestIdleChannelsHoldNoBuffers(t *testing.T) {
 	_, url := testServer(t, nil)
 	conn := rawConn(t, url, client.Options{NoReconnect: true})
@@ -96,13 +104,7 @@ func TestIdleChannelsHoldNoBuffers(t *testing.T) {
 	mustCall(t, conn, "process.start", obj{"id": "idle", "command": "exec sleep 60"})
 	mustCall(t, conn, "process.start", obj{"id": "full", "command": "yes | head -c 2000000; exec sleep 60"})
 	mustCall(t, conn, "process.waitForLog", obj{"id": "full", "pattern": "^y$", "timeoutMs": 5000})
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	before := heapAlloc()
 	const n = 200
 	var chans []*mux.Channel
 	for i := range n {
@@ -117,7 +119,7 @@ func TestIdleChannelsHoldNoBuffers(t *testing.T) {
 		chans = append(chans, ch)
 	}
 	time.Sleep(200 * time.Millisecond) // the pumps reach their waits
-	grew := int64(heap()) - int64(before)
+	grew := int64(heapAlloc()) - int64(before)
 	for _, ch := range chans {
 		_ = ch.Close()
 	}
@@ -141,13 +143,7 @@ func TestAClientThatDoesNotReadHoldsAboutItsBudgetOfAnswers(t *testing.T) {
 	conn := rawConn(t, url, client.Options{NoReconnect: true})
 	mustCall(t, conn, "process.start", obj{"id": "out", "command": "head -c 524288 /dev/zero | tr '\\0' x"})
 	mustCall(t, conn, "process.wait", obj{"id": "out", "timeoutMs": 10000})
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	before := heapAlloc()
 	r := dialRaw(t, url)
 	const n = 100 // each answer ~700 KB of base64
 	for i := range n {
@@ -157,7 +153,7 @@ func TestAClientThatDoesNotReadHoldsAboutItsBudgetOfAnswers(t *testing.T) {
 	var grew int64
 	for range 20 {
 		time.Sleep(50 * time.Millisecond) // sampling the heap, not synchronizing
-		grew = max(grew, int64(heap())-int64(before))
+		grew = max(grew, int64(heapAlloc())-int64(before))
 	}
 	if grew > 3*budget {
 		t.Fatalf("the heap grew by %d MiB while a client did not read; its budget is %d MiB", grew>>20, budget>>20)

@@ -162,6 +162,24 @@ func Start(spec Spec) (*Process, error) {
 //go:noinline
 func keepAlive(f *os.File) { _ = f }
 
+// CheckDir says why dir cannot be a child's working directory (missing,
+// or not a directory) in words for a client; "" is muxd's own and fine.
+// Start would only fail with the child's ENOENT or ENOTDIR, which reads
+// as if the program were missing.
+func CheckDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cwd: %v", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("cwd %q is not a directory", dir)
+	}
+	return nil
+}
+
 // lookPath resolves the program to start (a shell, mostly) against the
 // PATH in env, then muxd's own PATH, then the usual directories: a
 // request's PATH is for the commands it runs, and one without bash in it
