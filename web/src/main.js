@@ -122,7 +122,9 @@ $('#empty-new').addEventListener('click', () => tabs.newTerminal());
 if (onMac) {
   for (const e of document.querySelectorAll('.hint, [title*="Alt+"]')) {
     if (e.title) e.title = e.title.replaceAll('Alt+', 'Ctrl+Option+');
-    if (e.classList.contains('hint')) e.textContent = e.textContent.replaceAll('Alt+', 'Ctrl+Option+');
+    if (e.classList.contains('hint')) {
+      e.textContent = e.textContent.replaceAll('Alt+', 'Ctrl+Option+').replace('Ctrl+Shift+C / Ctrl+V', 'Cmd+C / Cmd+V');
+    }
   }
 }
 document.addEventListener('keydown', (ev) => {
