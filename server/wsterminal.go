@@ -167,6 +167,15 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, http.StatusText(code), code)
 		return
 	}
+	if !isUpgrade(r) {
+		// Nothing may happen before the upgrade: a plain GET (an <img>
+		// or a link on any web page sends one, without an Origin) would
+		// otherwise start the terminal, and the query's shell with it.
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "websocket")
+		http.Error(w, "a WebSocket upgrade is required", http.StatusUpgradeRequired)
+		return
+	}
 	tq, qerr := parseTerminalQuery(r)
 	s := &termSocket{h: h, q: tq, remote: r.RemoteAddr}
 	if h.opts.Track != nil {
@@ -316,15 +325,39 @@ func (h *terminalHandler) respawnRefused(id string) error {
 }
 
 // sameOrigin admits requests without an Origin (not a browser) or from
-// the daemon's own host.
+// the daemon's own host, named outright (see literalHost: under a DNS
+// name a rebinding site's page would pass).
 func sameOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return nil
 	}
 	u, err := url.Parse(origin)
-	if err != nil || !strings.EqualFold(u.Host, r.Host) {
+	if err != nil || !strings.EqualFold(u.Host, r.Host) || !literalHost(u.Hostname()) {
 		return fmt.Errorf("%w: %q", ErrOrigin, origin)
 	}
 	return nil
+}
+
+// isUpgrade reports whether r asks for a WebSocket (RFC 6455 §4.2.1):
+// a browser sends such a request only from new WebSocket(), with its
+// Origin, which authorize has checked.
+func isUpgrade(r *http.Request) bool {
+	return r.Method == http.MethodGet &&
+		headerHasToken(r.Header, "Connection", "upgrade") &&
+		headerHasToken(r.Header, "Upgrade", "websocket") &&
+		r.Header.Get("Sec-WebSocket-Key") != ""
+}
+
+// headerHasToken reports whether a comma-separated header has token,
+// case-insensitively.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/muxd/muxd/client"
 
 	"github.com/muxd/muxd/internal/termmodes"
 	"github.com/muxd/muxd/pty"
@@ -465,6 +468,16 @@ func TestWSTerminalOriginAndAuthorize(t *testing.T) {
 	}
 	wc := e.dial(t, "/ws/terminal", http.Header{"Origin": {e.srv.URL}})
 	wc.waitReady()
+	// DNS rebinding: a site that points its own name at the daemon sends
+	// an Origin that matches Host; only a host named outright passes.
+	req, _ := http.NewRequest("GET", e.srv.URL+"/ws/terminal", nil)
+	req.Host = "rebind.example:" + e.srv.URL[strings.LastIndex(e.srv.URL, ":")+1:]
+	req.Header.Set("Origin", "http://"+req.Host)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("rebound origin: got %v %v, want 403", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
 
 	e2 := newWSTEnv(t, TerminalHandlerOptions{Authorize: func(r *http.Request) error {
 		if r.Header.Get("Authorization") != "Bearer good" {
@@ -743,5 +756,30 @@ func TestWSTerminalPasteIntoABusyProgramKeepsTheSocket(t *testing.T) {
 	wc.waitOutput("alive-7")
 	if wc.close != nil {
 		t.Fatalf("socket closed: %v", wc.close)
+	}
+}
+
+// A request that is not a WebSocket upgrade (a plain GET, which any web
+// page can send to a loopback daemon without an Origin: an <img>, a
+// link) gets 426 and starts nothing: no terminal, no program.
+func TestWSTerminalPlainGETStartsNothing(t *testing.T) {
+	_, base := testServer(t, nil)
+	dir := t.TempDir()
+	for i, path := range []string{"/ws/terminal?id=get1&", "/ws/pty?", "/ws/terminal/get2?", "/ws/terminal?"} {
+		file := filepath.Join(dir, fmt.Sprint(i))
+		u := base + path + "shell=" + url.QueryEscape("touch "+file)
+		for _, h := range []map[string]string{nil, {"Upgrade": "websocket"}, {"Connection": "Upgrade"}} {
+			if code := httpGet(t, u, h); code != http.StatusUpgradeRequired {
+				t.Errorf("GET %s with %v: %d, want 426", path, h, code)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // a started program would have run by now
+		if _, err := os.Stat(file); err == nil {
+			t.Errorf("GET %s ran the shell of its query", path)
+		}
+	}
+	conn := rawConn(t, base, client.Options{NoReconnect: true})
+	if r := mustCall(t, conn, "terminal.list", nil); len(r["terminals"].([]any)) != 0 {
+		t.Fatalf("plain GETs left terminals: %v", r["terminals"])
 	}
 }
