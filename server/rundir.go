@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -33,6 +34,13 @@ type runDir struct {
 // makeRunDir creates dataDir (0700) and a fresh private subdirectory of it
 // for this run, so two daemons sharing a data dir never meet, and locks it.
 func makeRunDir(dataDir string) (*runDir, error) {
+	// In a shared /tmp another user could plant the default data dir as
+	// a link to a directory of ours: a link must be ours (or root's).
+	if li, err := os.Lstat(dataDir); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		if st, ok := li.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() && st.Uid != 0 {
+			return nil, fmt.Errorf("%w: --data-dir %s is a symbolic link of uid %d, not of muxd's uid %d (pick another)", ErrConfig, dataDir, st.Uid, os.Getuid())
+		}
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
 	}
@@ -44,6 +52,10 @@ func makeRunDir(dataDir string) (*runDir, error) {
 	// first: refuse one we do not own.
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 		return nil, fmt.Errorf("%w: --data-dir %s belongs to uid %d, not to muxd's uid %d (pick another)", ErrConfig, dataDir, st.Uid, os.Getuid())
+	}
+	// Others who may write it may rename or replace this run's files.
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%w: --data-dir %s is writable by other users (mode %#o): chmod go-w it, or pick another", ErrConfig, dataDir, fi.Mode().Perm())
 	}
 	// Made and locked under a name the stale-run cleanup does not look
 	// at, then renamed: another daemon starting on the same data dir

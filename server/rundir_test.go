@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +98,48 @@ func TestStaleRunFilesAreRemovedAtStart(t *testing.T) {
 	}
 	if !gone(s.DataDir()) || !gone(string(note)) {
 		t.Errorf("after shutdown: run dir gone %v, session files gone %v", gone(s.DataDir()), gone(string(note)))
+	}
+}
+
+// A data dir others may write, or a link another user planted (the
+// default sits in a shared /tmp), is refused; a link of muxd's own user
+// is followed.
+func TestDataDirOthersCouldTamperWithIsRefused(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeRunDir(open); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "writable by other users") {
+		t.Errorf("a world-writable data dir: %v, want refused", err)
+	}
+	target := filepath.Join(base, "target")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(base, "mine")
+	if err := os.Symlink(target, mine); err != nil {
+		t.Fatal(err)
+	}
+	r, err := makeRunDir(mine)
+	if err != nil {
+		t.Fatalf("a link of our own: %v", err)
+	}
+	_ = r.remove()
+	if os.Getuid() != 0 {
+		t.Skip("planting another user's link needs root")
+	}
+	planted := filepath.Join(base, "planted")
+	if err := os.Symlink(target, planted); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(planted, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeRunDir(planted); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "symbolic link of uid 65534") {
+		t.Errorf("another user's link: %v, want refused", err)
 	}
 }
