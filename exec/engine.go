@@ -14,10 +14,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/muxd/muxd/internal/ids"
 )
-
-// maxIDLen bounds caller-chosen ids: they travel in RPCs and logs.
-const maxIDLen = 256
 
 // Engine runs commands, sessions and processes. Create it with [New]; all
 // methods are safe for concurrent use.
@@ -194,8 +192,8 @@ func newID(id string) (string, error) {
 	if id == "" {
 		return uuid.NewString(), nil
 	}
-	if len(id) > maxIDLen || strings.ContainsAny(id, "\x00\n\r") {
-		return "", fmt.Errorf("%w: bad id %.40q", ErrInvalid, id)
+	if err := ids.Check(id); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return id, nil
 }

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"unicode"
+
+	"github.com/muxd/muxd/internal/ids"
 )
 
 // Manager holds terminals by id. Its methods are safe for concurrent use.
@@ -35,20 +36,7 @@ func NewManager(cfg Config) *Manager {
 	return &Manager{cfg: cfg, terms: make(map[string]*entry)}
 }
 
-// maxIDLen bounds ids, which appear in URLs and logs.
-const maxIDLen = 256
-
-func validID(id string) bool {
-	if len(id) > maxIDLen {
-		return false
-	}
-	for _, r := range id {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return false
-		}
-	}
-	return true
-}
+func validID(id string) bool { return ids.Check(id) == nil }
 
 func newID() string {
 	var b [12]byte
