@@ -77,6 +77,8 @@ func TestLoadToken(t *testing.T) {
 		{"two ways", file, "", "from-env", "", false},
 		{"empty file", empty, "", "", "", false},
 		{"missing file", filepath.Join(dir, "nope"), "", "", "", false},
+		{"control character", "", "", "tok\x00en", "", false},
+		{"tab", "", "tok\ten", "", "", false},
 	}
 	for _, tt := range tests {
 		got, err := loadToken(&serveOpts{tokenFile: tt.file, token: tt.flag}, tt.env)

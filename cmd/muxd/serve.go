@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 
@@ -106,6 +107,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if tokenInArgv {
 		log.Warn("--token is visible to every user through ps; use MUXD_TOKEN or --token-file")
 	}
+	if t := o.cfg.Token; t != "" && len(t) < minTokenLen {
+		log.Warn("the token is short: anyone who reaches /auth can try tokens; use 16 bytes or more (head -c 32 /dev/urandom | base64)",
+			"bytes", len(t))
+	}
 	if o.cfg.InsecureNoAuth && o.cfg.Token == "" {
 		log.Warn("--insecure-no-auth: anyone who reaches this address runs commands; use only behind a trusted proxy",
 			"listen", o.cfg.Listen)
@@ -154,6 +159,9 @@ func serveUntilSignal(srv *server.Server, log *slog.Logger, budget time.Duration
 	return 0
 }
 
+// minTokenLen is the shortest token that starts without a warning.
+const minTokenLen = 16
+
 // loadToken picks the token from --token-file, --token or MUXD_TOKEN;
 // giving more than one is an error, an empty token is an error.
 func loadToken(o *serveOpts, env string) (string, error) {
@@ -180,8 +188,10 @@ func loadToken(o *serveOpts, env string) (string, error) {
 			return "", fmt.Errorf("--token-file %s is empty: write the token into it", o.tokenFile)
 		}
 	}
-	if strings.ContainsAny(tok, " \t\r\n") {
-		return "", errors.New("the token must not contain whitespace")
+	for _, r := range tok {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return "", errors.New("the token must not contain whitespace or control characters")
+		}
 	}
 	return tok, nil
 }
