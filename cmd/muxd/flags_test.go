@@ -102,6 +102,7 @@ func TestPsShowsControlCharactersAsText(t *testing.T) {
 		{"\u009b2J", `\x9b2J`},
 		{"first\nsecond", "first…"},
 		{"naïve ✓", "naïve ✓"},
+		{"rm -rf /tmp/x \u202e#", `rm -rf /tmp/x \u202e#`},
 	}
 	for _, tt := range tests {
 		if got := oneLine(tt.in); got != tt.want {

@@ -153,10 +153,12 @@ func oneLine(s string) string {
 }
 
 // printable shows control characters as \xNN (a tab as a space, so the
-// columns hold): what a client named or titled must not drive the
-// terminal of whoever runs muxd ps (an OSC title set by a program, say).
+// columns hold) and invisible formatting characters as \uNNNN: what a
+// client named or titled must not drive the terminal of whoever runs
+// muxd ps (an OSC title set by a program, say), nor reorder the line (a
+// bidi override in a command).
 func printable(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
+	if !strings.ContainsFunc(s, hidden) {
 		return s
 	}
 	var b strings.Builder
@@ -166,12 +168,17 @@ func printable(s string) string {
 			b.WriteByte(' ')
 		case unicode.IsControl(r):
 			fmt.Fprintf(&b, "\\x%02x", r)
+		case hidden(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
 }
+
+// hidden: a control or invisible formatting character (Cc, Cf).
+func hidden(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 func parseSignalNumber(name string) (int, error) {
 	sig, err := proc.ParseSignal(name)
