@@ -45,6 +45,12 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	}
 	sort.Strings(names)
 	var b strings.Builder
+	if cwd != "" {
+		// Where to come back to, read before the env overrides, which may
+		// set PWD (a client forwarding its whole environment), and without
+		// PWD from pwd itself.
+		b.WriteString("__muxd_od=${OLDPWD-} __muxd_os=${OLDPWD+1} __muxd_wd=${PWD:-$(\\builtin pwd)}\n")
+	}
 	for _, k := range names {
 		// The old value, whether it was set, its attributes (x: exported).
 		fmt.Fprintf(&b, "__muxd_u+=(\"${%s-}\") __muxd_w+=(\"${%s+1${%s@a}}\") __muxd_v+=(%s)\n", k, k, k, k)
@@ -62,7 +68,6 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	if cwd != "" {
 		// cd, not pushd: the directory stack is the user's. PWD and
 		// OLDPWD come back as they were.
-		b.WriteString("__muxd_od=${OLDPWD-} __muxd_os=${OLDPWD+1} __muxd_wd=${PWD:-/}\n")
 		if !filepath.IsAbs(cwd) {
 			cwd = "./" + cwd // never through the session's CDPATH (which also prints)
 		}

@@ -79,6 +79,18 @@ func TestSessionPerCommandOverridesDoNotPersist(t *testing.T) {
 	if err != nil || code(r) != 1 || string(r.Stdout) != "" || !strings.Contains(string(r.Stderr), "nosuch") {
 		t.Errorf("a relative cwd the session lacks: %q %q %v; want exit 1 with cd's message", r.Stdout, r.Stderr, err)
 	}
+	// The way back is read before the env overrides (a client forwarding
+	// its whole environment sends PWD), and without PWD from pwd.
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "set +k; cd " + dir})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "true", Cwd: "/", Env: map[string]*string{"PWD": strp("/etc")}})
+	if r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "pwd"}); string(r.Stdout) != dir+"\n" {
+		t.Errorf("after an override of cwd and PWD: in %q, want %q", r.Stdout, dir)
+	}
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "unset PWD"})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "true", Cwd: "/"})
+	if r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "\\builtin pwd -P"}); string(r.Stdout) != dir+"\n" {
+		t.Errorf("after an override of cwd with PWD unset: in %q, want %q", r.Stdout, dir)
+	}
 }
 
 func TestSessionWrapperSurvivesUserShellChanges(t *testing.T) {
