@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -385,5 +386,28 @@ func TestKillDropsAQueuedSessionExec(t *testing.T) {
 		if _, err := os.Stat(dir + "/" + f); !os.IsNotExist(err) {
 			t.Fatalf("a dropped exec ran (%s): %v", f, err)
 		}
+	}
+}
+
+// A process started from a session whose directory is gone does not run
+// somewhere else (muxd's own cwd): it fails, saying why, unless it was
+// given a cwd of its own.
+func TestSnapshotProcessOfASessionInADeletedDirectory(t *testing.T) {
+	e := newTestEngine(t)
+	gone := filepath.Join(t.TempDir(), "gone")
+	sid := newSession(t, e, SessionOptions{})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "mkdir " + gone + " && cd " + gone + " && rmdir " + gone})
+	p := startProc(t, e, ProcessRequest{SessionID: sid, Command: "echo ran in $(pwd)"})
+	info := waitProc(t, e, p.ID)
+	out, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 4096)
+	errOut, _, _, _ := e.ReadOutput(p.ID, Stderr, 0, 4096)
+	if info.ExitCode == nil || *info.ExitCode != 1 || len(out) != 0 || !strings.Contains(string(errOut), gone+" no longer exists") {
+		t.Fatalf("exit %v, stdout %q, stderr %q; want 1 and the reason", info.ExitCode, out, errOut)
+	}
+	dir := t.TempDir()
+	p = startProc(t, e, ProcessRequest{SessionID: sid, Command: "pwd", Cwd: dir})
+	waitProc(t, e, p.ID)
+	if out, _, _, _ = e.ReadOutput(p.ID, Stdout, 0, 4096); string(out) != dir+"\n" {
+		t.Fatalf("with a cwd of its own: %q, want %q", out, dir)
 	}
 }

@@ -353,7 +353,7 @@ func snapshotScript(path string) string {
 const snapshotBody = `(\builtin export -n ` + proc.MarkVar + ` 2>/dev/null||\builtin :;\builtin export -p)
 \builtin umask -p
 \builtin shopt -p
-\builtin printf '\\builtin cd -- %q\n' "${PWD:-$(\builtin pwd)}"
+__muxd_o=${PWD:-$(\builtin pwd)}; \builtin printf '\\builtin cd -- %q||__muxd_nocd=%q\n' "$__muxd_o" "$__muxd_o"
 \builtin declare -f
 __muxd_o=$(\builtin declare -p BASH_ALIASES); \builtin printf '%s\n' "${__muxd_o#declare -A }"
 __muxd_o=$(\builtin set +o); \builtin printf '\\builtin %s\n' "${__muxd_o//$'\n'/$'\n'\\builtin }"; \builtin unset __muxd_o
