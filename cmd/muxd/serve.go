@@ -53,7 +53,7 @@ func newServeFlags(o *serveOpts, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`host:port` to listen on (port 0 picks a free one; the log says which)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the access token from `file` (e.g. a mounted secret)")
 	fs.StringVar(&o.token, "token", "", "access `token` (prefer MUXD_TOKEN or --token-file: argv is visible in ps)")
-	fs.Var(listFlag{&c.AllowedOrigins}, "allowed-origins", "with no token: comma-separated browser `origins` allowed besides the daemon's own page (https://app.example.com, *.example.com)")
+	fs.Var(listFlag{&c.AllowedOrigins}, "allowed-origins", "with no token: comma-separated browser `origins` allowed besides the daemon's own page: a full origin (https://app.example.com) matches exactly; a host pattern (app.example.com, *.example.com) matches any scheme and port")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen without a token (only behind a trusted proxy)")
 	fs.StringVar(&c.DataDir, "data-dir", server.DefaultDataDir(), "`dir` for process output and other files of this run (created 0700; removed on exit): on a tmpfs, retained output takes RAM")
 	fs.StringVar(&c.Shell, "shell", "", "`shell` for terminals (default: the user's login shell, else bash)")
