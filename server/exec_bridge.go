@@ -63,7 +63,7 @@ func (b *backend) registerExec() {
 	rt.Handle("process.list", b.processList)
 	rt.Handle("process.read", b.processRead)
 	rt.HandleLong("process.wait", nil, b.processWait)
-	rt.Handle("process.kill", b.processKill)
+	rt.HandleLong("process.kill", killIsLong, b.processKill)
 	rt.HandleLong("process.waitForLog", nil, b.processWaitForLog)
 	rt.HandleLong("process.waitForPort", nil, b.processWaitForPort)
 	rt.Handle("process.remove", b.processRemove)

@@ -241,6 +241,20 @@ func (b *backend) processWait(ctx context.Context, c *mux.Conn, params json.RawM
 	return toWire(info), nil
 }
 
+// defaultKillGrace is process.kill's grace before KILL.
+const defaultKillGrace = 2 * time.Second
+
+// killIsLong: a kill waits for its tree's end, up to its grace. Within
+// the default it stays short (a client can still kill while long waits
+// fill their cap); a longer grace (a server's graceful shutdown) counts
+// as long, so a few such kills cannot take every short slot.
+func killIsLong(params json.RawMessage) bool {
+	var p struct {
+		GraceMs *int64 `json:"graceMs"`
+	}
+	return json.Unmarshal(params, &p) == nil && p.GraceMs != nil && *p.GraceMs > defaultKillGrace.Milliseconds()
+}
+
 type processKillParams struct {
 	ID      string      `json:"id"`
 	Signal  signalParam `json:"signal"`
@@ -259,7 +273,7 @@ func (b *backend) processKill(ctx context.Context, c *mux.Conn, params json.RawM
 	if err != nil {
 		return nil, err
 	}
-	grace := 2 * time.Second
+	grace := defaultKillGrace
 	if p.GraceMs != nil {
 		if grace, err = msDuration("graceMs", p.GraceMs); err != nil {
 			return nil, err

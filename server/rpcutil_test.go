@@ -28,3 +28,19 @@ func TestParamTypeErrorsNameTheParam(t *testing.T) {
 		}
 	}
 }
+
+// A kill counts as long only past the default grace: short, it stays
+// possible while long waits fill their cap.
+func TestKillIsLongOnlyPastTheDefaultGrace(t *testing.T) {
+	for params, want := range map[string]bool{
+		`{"id":"a"}`:                  false,
+		`{"id":"a","graceMs":2000}`:   false,
+		`{"id":"a","graceMs":0}`:      false,
+		`{"id":"a","graceMs":60000}`:  true,
+		`{"id":"a","graceMs":"slow"}`: false,
+	} {
+		if got := killIsLong(json.RawMessage(params)); got != want {
+			t.Errorf("killIsLong(%s) = %v, want %v", params, got, want)
+		}
+	}
+}
