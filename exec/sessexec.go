@@ -133,10 +133,16 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	if err != nil {
 		return ExecResult{}, err
 	}
+	// The command's files (u, i) have the session's fixed names: they go
+	// within the turn, before the next command may write its own.
+	var files []string
 	held := true
 	endTurn := func() {
 		if held {
 			held = false
+			for _, f := range files {
+				_ = os.Remove(f) // Best effort.
+			}
 			s.endTurn()
 		}
 	}
@@ -150,10 +156,10 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	overrides := req.Cwd != "" || len(req.Env) > 0
 	if overrides {
 		userPath := s.path("u")
+		files = append(files, userPath)
 		if err := os.WriteFile(userPath, []byte(req.Command), 0o600); err != nil {
 			return ExecResult{}, fmt.Errorf("exec: command file: %w", err)
 		}
-		defer os.Remove(userPath)
 		var err error
 		if text, err = overrideScript(userPath, req.Cwd, req.Env); err != nil {
 			return ExecResult{}, err
@@ -161,10 +167,10 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	if req.Stdin != nil {
 		in := s.path("i")
+		files = append(files, in)
 		if err := os.WriteFile(in, req.Stdin, 0o600); err != nil {
 			return ExecResult{}, fmt.Errorf("exec: stdin: %w", err)
 		}
-		defer os.Remove(in)
 	}
 	p := e.newProcess(id, req.Command, s.id, true, e.cfg.DefaultOutputLimit)
 	p.pid = s.child.Pid

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,5 +410,34 @@ func TestSnapshotProcessOfASessionInADeletedDirectory(t *testing.T) {
 	waitProc(t, e, p.ID)
 	if out, _, _, _ = e.ReadOutput(p.ID, Stdout, 0, 4096); string(out) != dir+"\n" {
 		t.Fatalf("with a cwd of its own: %q, want %q", out, dir)
+	}
+}
+
+// Execs with stdin and overrides, two at a time on one session: each
+// command's files are its own until its turn ends (they were removed
+// after it, when the next command had written its own).
+func TestSessionCommandFilesStayTheirsUntilTheTurnEnds(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	const n = 150
+	errs := make(chan error, 2*n)
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				want := fmt.Sprintf("%d-%d", g, i)
+				r, err := e.Exec(ctxT(t, 20*time.Second), ExecRequest{SessionID: sid, Command: "cat; pwd", Stdin: []byte(want + "\n"), Cwd: "/"})
+				if err != nil || string(r.Stdout) != want+"\n/\n" {
+					errs <- fmt.Errorf("exec %s: %q %q %v", want, r.Stdout, r.Stderr, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
