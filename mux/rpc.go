@@ -109,7 +109,7 @@ func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pending
 	}
 	c.budgetFreedLocked()
 	c.mu.Unlock()
-	if err != nil && errors.Is(err, context.Canceled) && context.Cause(ctx) == ErrCancelledByPeer {
+	if err != nil && context.Cause(ctx) == ErrCancelledByPeer {
 		err = cancelledByPeer(err)
 	}
 	pr.cancel(nil)
@@ -180,14 +180,20 @@ func (c *Conn) ReserveAnswer(ctx context.Context, n int) error {
 
 // cancelledByPeer words the answer to a request that rpc.cancel ended:
 // Go's "context canceled" says nothing to a client.
+// Handlers that map their errors to the wire pass context.Canceled on as
+// an *Error of code cancelled with that text: it is worded here too.
 func cancelledByPeer(err error) error {
 	var e *Error
-	if errors.As(err, &e) {
-		return err
+	switch {
+	case errors.As(err, &e) && e.Code == CodeCancelled:
+	case errors.As(err, &e), !errors.Is(err, context.Canceled):
+		return err // another outcome, whatever the cancel
 	}
 	msg := "cancelled by rpc.cancel"
-	if s := err.Error(); s != context.Canceled.Error() {
+	if s := err.Error(); e == nil && s != context.Canceled.Error() {
 		msg += ": " + s
+	} else if e != nil && e.Message != context.Canceled.Error() && e.Message != "" {
+		msg += ": " + e.Message
 	}
 	return NewError(CodeCancelled, "%s", msg)
 }

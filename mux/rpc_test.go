@@ -29,6 +29,13 @@ func blockingRouter(started, ended chan string) *Router {
 	rt.HandleLong("wait", nil, h)
 	rt.HandleLong("maybe", func(p json.RawMessage) bool { return string(p) == `{"name":"long"}` }, h)
 	rt.Handle("echo", func(ctx context.Context, c *Conn, p json.RawMessage) (any, error) { return p, nil })
+	// As a server's handler does: its errors already mapped to the wire.
+	rt.HandleLong("mapped", nil, func(ctx context.Context, c *Conn, p json.RawMessage) (any, error) {
+		started <- "mapped"
+		<-ctx.Done()
+		ended <- "mapped"
+		return nil, NewError(CodeCancelled, "%s", ctx.Err().Error())
+	})
 	return rt
 }
 
@@ -121,10 +128,13 @@ func TestRPCCancelByIDAnswersCancelled(t *testing.T) {
 	ts := newTestServer(t, pipeTransport, Config{}, blockingRouter(started, ended))
 	rc := rawDial(t, ts, true)
 	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":"x","method":"wait","params":{"name":"w"}}`))
+	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":"y","method":"mapped"}`))
+	recvOrTimeout(t, started, 5*time.Second, "handler start")
 	recvOrTimeout(t, started, 5*time.Second, "handler start")
 	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":"c","method":"rpc.cancel","params":{"id":"x"}}`))
+	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":"d","method":"rpc.cancel","params":{"id":"y"}}`))
 	got := map[string]string{}
-	for range 2 {
+	for range 4 {
 		_, p := rc.recvType(typeRPC)
 		var m rpcMsg
 		_ = json.Unmarshal(p, &m)
@@ -133,6 +143,8 @@ func TestRPCCancelByIDAnswersCancelled(t *testing.T) {
 	want := map[string]string{
 		`"c"`: `{"jsonrpc":"2.0","id":"c","result":{}}`,
 		`"x"`: `{"jsonrpc":"2.0","id":"x","error":{"code":13,"message":"cancelled by rpc.cancel","data":{"reason":"cancelled"}}}`,
+		`"d"`: `{"jsonrpc":"2.0","id":"d","result":{}}`,
+		`"y"`: `{"jsonrpc":"2.0","id":"y","error":{"code":13,"message":"cancelled by rpc.cancel","data":{"reason":"cancelled"}}}`,
 	}
 	for k, v := range want {
 		if got[k] != v {
