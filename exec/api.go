@@ -159,12 +159,14 @@ func (e *Engine) fromSnapshot(ctx context.Context, s *session, req ProcessReques
 			script += k + "=" + shQuote(*v) + ";\\builtin export " + k + "\n" // see overrideScript
 		}
 	}
+	if !filepath.IsAbs(req.Cwd) {
+		// The session's directory is gone (the snapshot's cd failed, its
+		// message hidden with the rest): run nowhere else, not even
+		// relative to it, and say why.
+		script += `[[ -z ${__muxd_nocd+1} ]]||{ \builtin printf 'muxd: the session'\''s working directory %s no longer exists\n' "$__muxd_nocd" >&2;\builtin exit 1;}` + "\n"
+	}
 	if req.Cwd != "" {
 		script += "\\builtin cd -- " + shQuote(req.Cwd) + " || \\builtin exit 1\n"
-	} else {
-		// The session's directory is gone (the snapshot's cd failed, its
-		// message hidden with the rest): run nowhere else, and say why.
-		script += `[[ -z ${__muxd_nocd+1} ]]||{ \builtin printf 'muxd: the session'\''s working directory %s no longer exists\n' "$__muxd_nocd" >&2;\builtin exit 1;}` + "\n"
 	}
 	script += "\\builtin unset -v __muxd_nocd\n"
 	script += "\\builtin source " + shQuote(cmd) + "\n"

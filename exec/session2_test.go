@@ -405,6 +405,10 @@ func TestSnapshotProcessOfASessionInADeletedDirectory(t *testing.T) {
 	if info.ExitCode == nil || *info.ExitCode != 1 || len(out) != 0 || !strings.Contains(string(errOut), gone+" no longer exists") {
 		t.Fatalf("exit %v, stdout %q, stderr %q; want 1 and the reason", info.ExitCode, out, errOut)
 	}
+	p = startProc(t, e, ProcessRequest{SessionID: sid, Command: "pwd", Cwd: "."})
+	if info = waitProc(t, e, p.ID); info.ExitCode == nil || *info.ExitCode != 1 {
+		t.Fatalf("with a relative cwd: exit %v, want 1", info.ExitCode)
+	}
 	dir := t.TempDir()
 	p = startProc(t, e, ProcessRequest{SessionID: sid, Command: "pwd", Cwd: dir})
 	waitProc(t, e, p.ID)

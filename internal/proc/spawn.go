@@ -177,6 +177,9 @@ func CheckDir(dir string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("cwd %q is not a directory", dir)
 	}
+	if err := unix.Access(dir, unix.X_OK); err != nil {
+		return fmt.Errorf("cwd %q: %v", dir, err)
+	}
 	return nil
 }
 
