@@ -134,8 +134,10 @@ func TestStalledPeerGets4002(t *testing.T) {
 	t.Run("stalled write with pings", func(t *testing.T) {
 		// Over stalledCloseTimeout past the first ping, so an early drop
 		// (bounded 4002 attempt, then shutdown) ends before it.
-		const stall = 2 * time.Second
-		cfg := Config{WriteStallTimeout: stall, PingInterval: 50 * time.Millisecond, CloseTimeout: 5 * time.Second}
+		// The first ping goes out 300 ms in: by then the flood has
+		// stalled a write, even on a loaded machine.
+		const stall = 3 * time.Second
+		cfg := Config{WriteStallTimeout: stall, PingInterval: 300 * time.Millisecond, CloseTimeout: 5 * time.Second}
 		ts := newTestServer(t, tcpTransport, cfg, benchRouter())
 		rc := rawDial(t, ts, true)
 		s := recvOrTimeout(t, ts.conns, 5*time.Second, "server conn")

@@ -84,10 +84,6 @@ func TestConnectionsAndChannelsLeaveNoGoroutinesOrFDs(t *testing.T) {
 	}
 }
 
-// TestIdleChannelsHoldNoBuffers: channels open on a process with nothing
-// to send, or with a client that grants no more credit, hold no read
-// buffer (each held 2 × 256 KiB: a connection with a thousand of them
-// held half a GiB, outside the connection's budget).
 // heapAlloc is the live heap after a collection.
 func heapAlloc() uint64 {
 	runtime.GC()
@@ -96,6 +92,10 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
+// TestIdleChannelsHoldNoBuffers: channels open on a process with nothing
+// to send, or with a client that grants no more credit, hold no read
+// buffer (each held 2 × 256 KiB: a connection with a thousand of them
+// held half a GiB, outside the connection's budget).
 func TestIdleChannelsHoldNoBuffers(t *testing.T) {
 	_, url := testServer(t, nil)
 	conn := rawConn(t, url, client.Options{NoReconnect: true})

@@ -15,6 +15,13 @@ import { termTheme } from './theme.js';
 const WINDOW = 256 * 1024; // credit granted per terminal channel
 const HIDDEN_BACKLOG = 8 * 1024 * 1024; // unprocessed bytes allowed while hidden
 
+// isReply tells xterm's answers to queries from what keys send: device
+// attributes (CSI ? … c, CSI > … c), status and cursor reports (CSI … n,
+// CSI row;col R), mode reports (CSI … $ y), colour and other OSC
+// answers, DCS answers (XTVERSION, DECRQSS).
+const isReply = (d) =>
+  typeof d === 'string' &&
+  /^\x1b(\[[?>]?[\d;]*c|\[\d*n|\[\d+;\d+R|\[\??[\d;]*\$y|\][\s\S]*(\x07|\x1b\\)|P[\s\S]*\x1b\\)$/.test(d);
 const dim = (s) => `\r\n\x1b[2m${s}\x1b[0m\r\n`;
 const ECHO_MS = 3000; // a keystroke with no output for this long: check the socket
 const TYPEAHEAD_MAX = 4096; // characters typed while the channel is away, sent once it is back
@@ -63,18 +70,28 @@ export class TerminalView {
     this.term.open(pane);
     // Input xterm hands over while a key, paste or IME event is being
     // dispatched is the user's; the rest is xterm answering what it drew
-    // (DA, DSR, OSC colour queries). Seen in the capture phase, before
-    // xterm's own listeners; cleared once the event's task is over.
+    // (DA, DSR, OSC colour queries). Set in the capture phase, before
+    // xterm's own listeners, and cleared once the event's task is over
+    // (xterm stops the events it handles, so nothing runs after it on
+    // them). A write of xterm's that a timer queued earlier may still
+    // answer a query inside that window: what looks like an answer is
+    // dropped anyway (isReply). An IME's text comes from a timer xterm
+    // sets at compositionend: it stays the user's until the one after.
     this.pending = []; // the user's input while the channel is away (type-ahead)
     this.pendingLen = 0;
+    this.pendingOver = false; // more was typed than TYPEAHEAD_MAX: none of it goes
     this.userEvent = false;
-    for (const type of ['keydown', 'keypress', 'beforeinput', 'input', 'paste', 'compositionend']) {
+    const clear = () => (this.userEvent = false);
+    for (const type of ['keydown', 'keypress', 'beforeinput', 'input', 'paste']) {
       pane.addEventListener(type, () => {
         this.userEvent = true;
-        clearTimeout(this.userTimer);
-        this.userTimer = setTimeout(() => (this.userEvent = false), 0);
+        setTimeout(clear, 0);
       }, true);
     }
+    pane.addEventListener('compositionend', () => {
+      this.userEvent = true;
+      setTimeout(() => setTimeout(() => (this.userEvent = false), 0), 0);
+    }, true);
     // Another page on this terminal may have resized it meanwhile: the
     // page being used sets the size again.
     this.term.textarea?.addEventListener('focus', () => this.refit(true));
@@ -212,15 +229,24 @@ export class TerminalView {
   // dropPending forgets the type-ahead; it says what was lost, if any.
   #dropPending() {
     const n = this.pendingLen;
+    const over = this.pendingOver;
     this.pending = [];
     this.pendingLen = 0;
+    this.pendingOver = false;
+    if (over) return ` (over ${TYPEAHEAD_MAX} characters typed meanwhile: not sent)`;
     return n > 0 ? ` (${n} typed characters not sent)` : '';
   }
 
   // flushPending sends the type-ahead once the channel is back and its
-  // replay drawn.
+  // replay drawn. Past the bound none of it goes: a command with a hole
+  // in it (a paste dropped, the Enter after it kept) must not run.
   #flushPending() {
-    if (!this.ch || this.replaying || this.exited || this.pendingLen === 0) return;
+    if (!this.ch || this.replaying || this.exited) return;
+    if (this.pendingOver) {
+      this.term.write(dim(`[reconnected${this.#dropPending()}]`));
+      return;
+    }
+    if (this.pendingLen === 0) return;
     for (const d of this.pending) this.ch.write(d);
     this.pending = [];
     this.pendingLen = 0;
@@ -234,10 +260,13 @@ export class TerminalView {
       // (bounded) and sent once the channel is back, as over ssh. What
       // xterm answers to replayed queries is not the user's and must not
       // be typed into the shell: dropped.
-      if (this.userEvent && this.pendingLen + data.length <= TYPEAHEAD_MAX) {
-        this.pending.push(this.#ctrlSticky(data));
-        this.pendingLen += data.length;
+      if (!this.userEvent || this.pendingOver || isReply(data)) return;
+      if (this.pendingLen + data.length > TYPEAHEAD_MAX) {
+        this.pendingOver = true;
+        return;
       }
+      this.pending.push(this.#ctrlSticky(data));
+      this.pendingLen += data.length;
       return;
     }
     this.ch.write(this.#ctrlSticky(data));

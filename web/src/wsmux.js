@@ -383,6 +383,7 @@ export class Client extends Emitter {
     const conn = this.conn;
     this.conn = null;
     if (conn) {
+      clearTimeout(conn.dialTimer);
       conn.drop('closed by client');
       try {
         conn.ws.close(1000, 'bye');

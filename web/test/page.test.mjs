@@ -422,15 +422,34 @@ describe('the page in Chromium', { skip }, () => {
       await freshTerminal(page);
       await typeLine(page, 'echo before-$((1+1))');
       await waitTerm(page, /^before-2$/m);
-      // A slow redial: the keys below go in while there is no socket.
-      await page.evaluate(() => (globalThis.muxd.client.opts.backoffMs = [1500, 1500]));
+      // No redial of its own: the keys below go in while there is no
+      // socket, then reconnectNow brings it back.
+      await page.evaluate(() => (globalThis.muxd.client.opts.backoffMs = [60000, 60000]));
       const sawReconnect = page.waitForSelector('#conn[data-state="reconnecting"]', { timeout: 5000 });
       await d.drop();
       await sawReconnect;
       await page.keyboard.type('echo typed-ahead-$((3*3))');
       await page.keyboard.press('Enter');
       assert.equal(await page.getAttribute('#conn', 'data-state'), 'reconnecting', 'typed after the reconnect');
+      await page.evaluate(() => globalThis.muxd.client.reconnectNow());
       await waitTerm(page, /^typed-ahead-9$/m);
+
+      // Past the bound none of it goes: not the Enter after a paste
+      // that was dropped.
+      await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: d.url });
+      const sawAgain = page.waitForSelector('#conn[data-state="reconnecting"]', { timeout: 5000 });
+      await d.drop();
+      await sawAgain;
+      await page.keyboard.type('echo hole-$((1+1)) ');
+      await page.evaluate(() => navigator.clipboard.writeText('x'.repeat(5000)));
+      await page.keyboard.press('Control+V');
+      await page.keyboard.press('Enter');
+      await page.evaluate(() => globalThis.muxd.client.reconnectNow());
+      await waitTerm(page, /typed meanwhile: not sent/);
+      await page.keyboard.press('Enter'); // a prompt after the notice
+      await typeLine(page, 'echo after-$((2+2))');
+      await waitTerm(page, /^after-4$/m);
+      assert.doesNotMatch(await termText(page), /^hole-2/m);
       assert.deepEqual(errors, []);
     } finally {
       await closePage(ctx, page);
