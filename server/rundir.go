@@ -27,7 +27,8 @@ const (
 
 // runDir is this run's directory and the descriptor holding its lock.
 type runDir struct {
-	path string
+	path string // the run's own directory
+	data string // the data dir it is in, symbolic links resolved
 	lock *os.File
 }
 
@@ -44,7 +45,13 @@ func makeRunDir(dataDir string) (*runDir, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
 	}
-	fi, err := os.Stat(dataDir)
+	// Checked and used by its resolved path: a link swapped after the
+	// check changes nothing for this run.
+	real, err := filepath.EvalSymlinks(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --data-dir %s: %v", ErrConfig, dataDir, err)
+	}
+	fi, err := os.Lstat(real)
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: --data-dir %s is not a directory", ErrConfig, dataDir)
 	}
@@ -60,11 +67,11 @@ func makeRunDir(dataDir string) (*runDir, error) {
 	// Made and locked under a name the stale-run cleanup does not look
 	// at, then renamed: another daemon starting on the same data dir
 	// must never find it unlocked.
-	tmp, err := os.MkdirTemp(dataDir, ".new-run-")
+	tmp, err := os.MkdirTemp(real, ".new-run-")
 	if err != nil {
 		return nil, fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
 	}
-	dir := filepath.Join(dataDir, "run-"+strings.TrimPrefix(filepath.Base(tmp), ".new-run-"))
+	dir := filepath.Join(real, "run-"+strings.TrimPrefix(filepath.Base(tmp), ".new-run-"))
 	f, err := os.OpenFile(filepath.Join(tmp, runLockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err == nil {
 		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
@@ -78,7 +85,7 @@ func makeRunDir(dataDir string) (*runDir, error) {
 		_ = os.RemoveAll(tmp) // Best effort.
 		return nil, fmt.Errorf("%w: --data-dir %s: locking this run's directory: %v", ErrConfig, dataDir, err)
 	}
-	return &runDir{path: dir, lock: f}, nil
+	return &runDir{path: dir, data: real, lock: f}, nil
 }
 
 // noteShm records where the run's session files live outside it.

@@ -78,7 +78,7 @@ func New(cfg Config) (*Server, error) {
 		_ = run.remove() // Best effort.
 		return nil, err
 	}
-	go removeStaleRuns(cfg.DataDir, run.path, s.log)
+	go removeStaleRuns(run.data, run.path, s.log)
 	s.handler = s.routes()
 	s.http = &http.Server{
 		Handler:           s.handler,
