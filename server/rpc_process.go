@@ -165,6 +165,13 @@ func (b *backend) processRead(ctx context.Context, c *mux.Conn, params json.RawM
 	if length < 0 || length > maxReadLength || p.From < 0 {
 		return nil, mux.ErrInvalidParams(fmt.Sprintf("from must be ≥ 0 and length between 0 and %d", maxReadLength))
 	}
+	// Room for the answer is held for what the log has now (not for the
+	// whole length asked), and the read takes no more than that.
+	_, first, end, err := b.engine.e.ReadOutput(p.ID, stream, p.From, 0)
+	if err != nil {
+		return nil, execError(err)
+	}
+	length = min(length, max(0, end-max(p.From, first)))
 	if err := c.ReserveAnswer(ctx, b.answerBound(int(length), enc)); err != nil {
 		return nil, err
 	}
