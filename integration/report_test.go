@@ -149,7 +149,11 @@ const missesText = `
   goroutine wakes an idle P's thread (a futex, an IPI to a halted vCPU on
   this VM). The daemon alone at GOMAXPROCS=1 did not lower session exec
   end to end (3 interleaved pairs) and raised the echo-under-flood p99 to
-  2–13 ms: not kept.
+  2–13 ms: not kept. Sparing the wake-up instead, with a terminal
+  channel's Read spinning up to 60 µs (yielding) for its data before it
+  parks, made the echo slower whichever side spun: p50 75–76 µs against
+  52–54 µs (AMD EPYC VM, 2 interleaved pairs each): the spinner takes the
+  CPU the other process's reader needs. Not kept.
 - **Keystroke echo (pty/).** On /ws/terminal the PTY reader sends a small
   read (an echo) itself when the socket has room, sparing the hand-off to
   the socket's sender: ~65–70 µs against ~85–90 µs before in 3
