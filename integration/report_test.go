@@ -143,7 +143,11 @@ const missesText = `
   echo's send (~25%); about 10% of all echoes are slow, through the
   whole flood. Neither a long EEVDF slice (sched_setattr, 100 ms) on the
   drain's thread nor a short one (0.1 ms) on the terminal's processes
-  changed that (2 interleaved pairs each): not kept.
+  changed that (2 interleaved pairs each): not kept. Nor did putting the
+  flood's producer in the back of the CPU queue (its autogroup at nice
+  19: each process muxd starts leads a session, so an autogroup, of its
+  own): p99 2.0–4.5 ms with it and 1.9–4.0 ms without, on the AMD EPYC VM
+  (3 interleaved pairs).
 - **Process stream.** Borderline: 33–46% of the raw pipe across runs.
   Half of the daemon's CPU on this path is the kernel copying (perf:
   pipe to user, user to page cache, page cache to user, user to socket),
