@@ -84,24 +84,42 @@ export class ExecBox {
     // Tried after the exec answered too: a fast command can end before
     // the first try finds its id, and its retained output replays whole.
     for (let i = 0; i < OPEN_TRIES && this.run === run; i++) {
+      // Opened after the exec ended, the channel replays each stream
+      // apart, in no order between them: shown as the answer would be,
+      // stdout then stderr, once both are in.
+      const replay = settled ? { stdout: '', stderr: '' } : null;
+      const show = () => {
+        if (!replay) return;
+        this.#append(run, 'stdout', replay.stdout);
+        this.#append(run, 'stderr', replay.stderr);
+        replay.stdout = replay.stderr = '';
+      };
       try {
         run.ch = await this.client.open('process', { id: run.id, follow: true }, {
           onData: (b, ch) => {
             run.streamed = true;
             const s = b[0] === 2 ? 2 : 1;
-            this.#append(run, s === 2 ? 'stderr' : 'stdout', decoders[s].decode(b.subarray(1), { stream: true }));
+            const text = decoders[s].decode(b.subarray(1), { stream: true });
+            const name = s === 2 ? 'stderr' : 'stdout';
+            if (replay) replay[name] += text;
+            else this.#append(run, name, text);
             ch.consume(b.length);
-            if (run.shown >= MAX_SHOWN) {
+            if (run.shown >= MAX_SHOWN || (replay && replay.stdout.length + replay.stderr.length >= MAX_SHOWN)) {
+              show();
               markEof(); // the box is full: the rest stays readable by id
               ch.close();
             }
           },
           onEof: (ch) => {
+            show();
             run.eofSeen = true;
             markEof();
             ch.close();
           },
-          onClose: () => markEof(),
+          onClose: () => {
+            show();
+            markEof();
+          },
         });
         return;
       } catch (err) {
