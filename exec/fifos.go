@@ -78,21 +78,24 @@ func (c *cmdFIFOs) startDrains(logs [2]*outputLog) {
 // the logs (nil logs: discarded). A FIFO that reaches EOF has no writer
 // left and is kept for the next command; writers left behind (background
 // jobs) are drained to nowhere until they close theirs.
-func (c *cmdFIFOs) finish(logs [2]*outputLog) {
+func (c *cmdFIFOs) finish(logs [2]*outputLog, extra [2][]byte) {
 	for i := range c.read {
 		if d := c.drains[i]; d != nil {
 			d.stop()
 			c.drains[i] = nil
+			_ = logs[i].append(extra[i]) // a full disk loses output, not the status
 			logs[i].finish()
 			continue
 		}
 		if c.read[i] < 0 {
+			_ = logs[i].append(extra[i])
 			logs[i].finish()
 			continue
 		}
 		bp := drainBufs.Get().(*[]byte)
 		eof := readAvailable(c.read[i], *bp, logs[i])
 		drainBufs.Put(bp)
+		_ = logs[i].append(extra[i])
 		logs[i].finish()
 		if !eof {
 			f := os.NewFile(uintptr(c.read[i]), c.paths[i])

@@ -35,6 +35,11 @@ type session struct {
 	ctl       *os.File // read end of the control pipe (the shell's stdout); read only by the turn holder
 	mark      string   // the marker lines' random token (see wrapper.go)
 	shellOut  *tail    // the shell's own stderr (traces, dying words)
+	// stray is what the shell printed on its own stdout, the control
+	// pipe, during the command at hand (lines that are not its marker),
+	// up to maxStray: kept for a command that ends the shell, whose EXIT
+	// trap runs after the command's redirections were undone.
+	stray []byte
 
 	// The turn holder's files: the command file D/c, kept open and
 	// rewritten in place (tmpfs), and the output FIFOs D/o and D/e.
@@ -303,8 +308,13 @@ func (s *session) roundTrip(ctx context.Context, text, line string, timeout time
 	if s.ctlBroken {
 		_ = os.Remove(exitPath) // Best effort: the previous record was consumed.
 	}
+	s.stray = s.stray[:0]
 	o, err := s.await(ctx, exitPath, line, timeout, func() { s.fifos.startDrains(logs) })
-	s.fifos.finish(logs)
+	var extra [2][]byte
+	if o.died {
+		extra[0] = s.stray // after the command's own output: its EXIT trap's
+	}
+	s.fifos.finish(logs, extra)
 	return o, err
 }
 
@@ -340,7 +350,7 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 	}
 	line, complete, _ := fastMarker(s.ctl, nil, fast)
 	if complete {
-		code, flags, rest, ok := takeMarker(line, s.mark)
+		code, flags, rest, ok := takeMarker(line, s.mark, &s.stray)
 		if ok {
 			s.noteFlags(flags)
 			return outcome{code: code}, true
@@ -392,12 +402,13 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 			if o, ok := s.lastMarker(line); ok {
 				return o, true
 			}
+			keepStray(&s.stray, line)
 			return s.waitDeath(), true
 		}
 		n, err := s.ctl.Read(buf[:])
 		if n > 0 {
 			line = append(line, buf[:n]...)
-			code, flags, rest, ok := takeMarker(line, s.mark)
+			code, flags, rest, ok := takeMarker(line, s.mark, &s.stray)
 			if ok {
 				s.noteFlags(flags)
 				return outcome{code: code}, true
@@ -410,6 +421,7 @@ func (s *session) awaitMarker(ctx context.Context, timeout time.Duration, slow f
 			// run with stdout on a FIFO), so it is dying, or it lost it.
 			select {
 			case <-s.child.Done():
+				keepStray(&s.stray, line)
 				return s.waitDeath(), true
 			case <-time.After(s.e.cfg.KillGrace):
 				return outcome{}, false
@@ -450,7 +462,7 @@ func (s *session) lastMarker(line []byte) (outcome, bool) {
 	for range 1 << 12 { // bounded: each turn reads, and a pipe holds 64 KiB
 		var complete bool
 		line, complete, _ = fastMarker(s.ctl, line, 0)
-		code, flags, rest, ok := takeMarker(line, s.mark)
+		code, flags, rest, ok := takeMarker(line, s.mark, &s.stray)
 		if ok {
 			s.noteFlags(flags)
 			return outcome{code: code}, true
@@ -467,7 +479,7 @@ func (s *session) lastMarker(line []byte) (outcome, bool) {
 // (FLAGS is the shell's $-): the wrapper writes one per command, one
 // command at a time, so a marker is this command's; other lines (the
 // user's top-level trap output) are dropped. rest is the incomplete tail.
-func takeMarker(line []byte, mark string) (code int, flags string, rest []byte, ok bool) {
+func takeMarker(line []byte, mark string, stray *[]byte) (code int, flags string, rest []byte, ok bool) {
 	for range len(line) + 1 { // bounded: each turn drops a line
 		i := bytes.IndexByte(line, '\n')
 		if i < 0 {
@@ -479,9 +491,20 @@ func takeMarker(line []byte, mark string) (code int, flags string, rest []byte, 
 				return code, flags, nil, true
 			}
 		}
+		keepStray(stray, line[:i+1])
 		line = line[i+1:]
 	}
 	return 0, "", line, false
+}
+
+// maxStray bounds session.stray.
+const maxStray = 64 << 10
+
+// keepStray appends b to *stray, within maxStray.
+func keepStray(stray *[]byte, b []byte) {
+	if stray != nil {
+		*stray = append(*stray, b[:min(len(b), max(0, maxStray-len(*stray)))]...)
+	}
 }
 
 // noteFlags keeps what the marker's "$- $!" says: whether job control

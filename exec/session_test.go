@@ -309,6 +309,23 @@ func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 	}
 }
 
+// A command that ends the shell keeps what its EXIT trap prints on
+// stdout: bash runs the trap after it undid the command's redirections,
+// so the output came on the shell's own stdout, where it was dropped.
+func TestSessionExitTrapOutputIsKept(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: `trap 'echo cleaned up; printf partial' EXIT; echo working; exit 4`})
+	if code(r) != 4 || string(r.Stdout) != "working\ncleaned up\npartial" {
+		t.Fatalf("exit %d, stdout %q; want 4 and the trap's output after the command's", code(r), r.Stdout)
+	}
+	// A command that does not end the shell keeps its output as ever.
+	sid = newSession(t, e, SessionOptions{})
+	if r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo one"}); string(r.Stdout) != "one\n" {
+		t.Fatalf("stdout %q", r.Stdout)
+	}
+}
+
 func TestSessionCommandLeavingBackgroundJobsCompletes(t *testing.T) {
 	tests := []struct{ name, cmd string }{
 		{"sleep &", "sleep 100 &"},
