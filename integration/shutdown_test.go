@@ -49,3 +49,50 @@ func TestSIGTERMLeavesNoDescendantAlive(t *testing.T) {
 		t.Error("muxd still answers after SIGTERM")
 	}
 }
+
+// Hundreds of trees that ignore TERM, some with setsid'ed children: the
+// daemon still ends them all within its budget (a kill per tree took
+// longer than the budget, and muxd exited leaving them running, some
+// frozen mid-kill).
+func TestSIGTERMUnderLoadLeavesNothing(t *testing.T) {
+	long(t)
+	d := startDaemon(t, nil, "--max-processes", "1000")
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 2*time.Minute)
+	trees := 600 // 300 ran within the budget before, 600 left 600 processes behind
+	if raceBuild {
+		trees = 200 // a race-built daemon spends its budget on the race detector
+	}
+	for i := range trees {
+		cmd := `trap '' TERM INT HUP; while :; do sleep 1; done`
+		if i%2 == 1 {
+			cmd = `setsid bash -c 'trap "" TERM; while :; do sleep 1; done' & sleep 1000`
+		}
+		if _, err := c.StartProcess(ctx, cmd, client.ProcessOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the setsid'ed children start
+	before := descendants(d.Pid())
+	if len(before) < 2*trees {
+		t.Fatalf("expected the daemon's trees, found %d processes", len(before))
+	}
+	took, err := d.Terminate(exitLimit())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, d.Logs())
+	}
+	t.Logf("muxd exited %v after SIGTERM, with %d processes below it", took, len(before))
+	deadline := time.Now().Add(5 * time.Second)
+	left := 0
+	for _, pid := range before {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // polling /proc: there is no event to wait on
+		}
+		if alive(pid) {
+			left++
+		}
+	}
+	if left > 0 {
+		t.Fatalf("%d of %d processes outlived muxd", left, len(before))
+	}
+}

@@ -1,31 +1,28 @@
 package server
 
 import (
-	"os"
-	"sync"
-	"syscall"
-	"time"
-
 	"github.com/muxd/muxd/internal/proc"
 )
 
-// killOrphans ends every process still below muxd once the engines shut
-// down: orphans that double-forked or setsid'ed away from their tree and
-// were reparented to muxd (a subreaper) belong to no resource any more.
-// TERM, then KILL after grace; returns when done.
-func (s *Server) killOrphans(grace time.Duration) int {
-	left := proc.Descendants(os.Getpid())
-	var wg sync.WaitGroup
-	for _, pid := range left {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = proc.KillTree(pid, syscall.SIGTERM, grace) // Best effort: it may be gone already.
-		}()
+// killLeftovers ends, at once, every process of this run still alive once
+// the engines shut down (their TERM and grace are over, or the budget
+// ran out): orphans that double-forked or setsid'ed away from their tree
+// and were reparented to muxd (a subreaper) or init, and trees whose own
+// kills were still running. One sweep (proc.KillAll): with hundreds of
+// trees, a kill per tree took longer than the budget, and muxd exited
+// leaving them running, some frozen mid-kill.
+func (s *Server) killLeftovers() int {
+	n := proc.KillAll()
+	if n > 0 {
+		s.log.Info("killed leftover processes", "count", n)
 	}
-	wg.Wait()
-	if len(left) > 0 {
-		s.log.Info("killed leftover processes", "count", len(left))
-	}
-	return len(left)
+	return n
+}
+
+// Abort ends every process of this run at once (SIGKILL, no grace) and
+// removes its run directory, without the shutdown's handshakes or waits:
+// for a second SIGTERM while a shutdown is still under way.
+func (s *Server) Abort() {
+	s.killLeftovers()
+	_ = s.run.remove() // Best effort: the sweep above may race a write.
 }

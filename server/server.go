@@ -184,7 +184,7 @@ func (s *Server) shutdown(graceful bool) error {
 		s.backend.close(ctx)
 	}()
 	wg.Wait()
-	s.killOrphans(300 * time.Millisecond)
+	s.killLeftovers()
 	err := s.run.remove()
 	if err != nil {
 		s.log.Warn("removing run directory", "dir", s.run.path, "err", err)

@@ -130,9 +130,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // serveUntilSignal serves until SIGTERM/SIGINT, then shuts down within the
 // budget; a second signal cuts everything at once.
 func serveUntilSignal(srv *server.Server, log *slog.Logger, budget time.Duration) int {
+	// Not stopped when done: the process exits, and a signal.Stop could
+	// wait long behind thousands of busy goroutines (a shutdown's kills).
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- srv.ListenAndServe() }()
 	select {
@@ -149,12 +150,19 @@ func serveUntilSignal(srv *server.Server, log *slog.Logger, budget time.Duration
 	go func() { done <- srv.Shutdown(ctx) }()
 	select {
 	case err := <-done:
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Whatever the budget left running is not left behind: the
+			// process exits next, and a kill still under way would end
+			// with it, its tree frozen.
+			log.Warn("shutdown ran out of time: killing what is left at once")
+			srv.Abort()
+		} else if err != nil {
 			log.Warn("shutdown", "err", err)
 		}
 	case <-sigs:
-		log.Warn("second signal: closing at once")
-		_ = srv.Close() // Best effort.
+		log.Warn("second signal: killing everything and exiting at once")
+		srv.Abort()
+		return 1
 	}
 	return 0
 }

@@ -16,11 +16,39 @@ import (
 // name avoids the MUXD_ prefix that marks muxd's own settings.
 const MarkVar = "__muxd_tree"
 
+// runMark begins every tree mark of this muxd, so that KillAll knows what
+// the run started, wherever it went.
+var runMark = randomHex(4)
+
 // newMark returns a fresh tree mark.
-func newMark() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails on Linux
-	return hex.EncodeToString(b[:])
+func newMark() string { return runMark + randomHex(12) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+// markOf returns pid's tree mark (as its environment was at its last
+// exec), "" if none or unreadable.
+func markOf(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return ""
+	}
+	prefix := []byte(MarkVar + "=")
+	for len(b) > 0 {
+		kv := b
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			kv, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if v, ok := bytes.CutPrefix(kv, prefix); ok {
+			return string(v)
+		}
+	}
+	return ""
 }
 
 // withMark returns env with MarkVar set to mark, leaving env untouched.
@@ -33,26 +61,4 @@ func withMark(env []string, mark string) []string {
 		out = append(out, kv)
 	}
 	return append(out, MarkVar+"="+mark)
-}
-
-// hasMark reports whether pid's environment (as it was at its last exec)
-// carries mark. Processes of other users cannot be read and do not match.
-func hasMark(pid int, mark string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
-	}
-	want := []byte(MarkVar + "=" + mark)
-	for len(b) > 0 {
-		kv := b
-		if i := bytes.IndexByte(b, 0); i >= 0 {
-			kv, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		if bytes.Equal(kv, want) {
-			return true
-		}
-	}
-	return false
 }

@@ -510,7 +510,7 @@ func TestChildrenGetTheirOwnTreeMark(t *testing.T) {
 	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
 	out, _ := io.ReadAll(r)
 	lines := strings.Fields(string(out))
-	if len(lines) != 2 || lines[0] != p.mark || lines[1] != "1" || len(p.mark) != 24 {
+	if len(lines) != 2 || lines[0] != p.mark || lines[1] != "1" || len(p.mark) != 32 || !strings.HasPrefix(p.mark, runMark) {
 		t.Fatalf("child saw %q, want its own mark %q once", out, p.mark)
 	}
 }
@@ -561,4 +561,35 @@ func TestKillTreeOfAReapedRootSparesTheNewOwnerOfItsPid(t *testing.T) {
 		return
 	}
 	t.Skip("the pid was never recycled to the test's process")
+}
+
+// KillAll ends every tree of the run in one sweep, also processes that
+// ignore TERM, stopped ones, and orphans a setsid double fork took away,
+// and leaves none stopped behind.
+func TestKillAllEndsEveryTreeOfTheRun(t *testing.T) {
+	var roots []*Process
+	var pids []int
+	for range 20 {
+		p, orphan := bashPids(t, `(setsid sh -c 'trap "" TERM; echo $$; exec sleep 100' >&3 </dev/null 3>&- &) 3>&1 >/dev/null; trap "" TERM; sleep 100 & echo $!; wait`, 2)
+		roots = append(roots, p)
+		pids = append(pids, p.Pid)
+		pids = append(pids, orphan...)
+	}
+	_ = unix.Kill(pids[1], unix.SIGSTOP) // a tree some kill had frozen
+	if n := KillAll(); n < len(pids) {
+		t.Errorf("KillAll killed %d, want at least the %d started", n, len(pids))
+	}
+	for _, p := range roots {
+		waitFor(t, p)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !slices.ContainsFunc(pids, alive) {
+			return
+		}
+	}
+	for _, pid := range pids {
+		if st, ok := readStat(pid); ok && st.state != 'Z' && st.state != 'X' {
+			t.Errorf("pid %d survived KillAll (state %c)", pid, st.state)
+		}
+	}
 }

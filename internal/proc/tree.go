@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -187,7 +188,7 @@ func (m *member) marked(p procStat) bool {
 	if v, ok := m.seen[key]; ok {
 		return v
 	}
-	v := hasMark(p.pid, m.mark)
+	v := cachedMark(p) == m.mark
 	if m.seen == nil {
 		m.seen = map[[2]uint64]bool{}
 	}
@@ -349,6 +350,99 @@ func killTree(root int, withRoot bool, mark string, since, until uint64, sig sys
 		_ = unix.Kill(pid, unix.SIGKILL) // Best effort.
 	}
 	return nil
+}
+
+// markCache holds the marks of the processes tree walks have read, by pid
+// and start time (a pid may be reused), for every kill at once: many
+// trees killed together (a shutdown) read each environment once, not once
+// per tree. It is cleared whole when it grows past markCacheMax.
+var markCache = struct {
+	sync.Mutex
+	m map[[2]uint64]string
+}{m: map[[2]uint64]string{}}
+
+const markCacheMax = 1 << 14
+
+// cachedMark returns p's tree mark, read once.
+func cachedMark(p procStat) string {
+	key := [2]uint64{uint64(p.pid), p.start}
+	markCache.Lock()
+	v, ok := markCache.m[key]
+	markCache.Unlock()
+	if ok {
+		return v
+	}
+	v = markOf(p.pid)
+	markCache.Lock()
+	if len(markCache.m) >= markCacheMax {
+		clear(markCache.m)
+	}
+	markCache.m[key] = v
+	markCache.Unlock()
+	return v
+}
+
+// KillAll SIGKILLs, with no grace, every process of this muxd's trees:
+// its descendants, and whatever carries a mark of this run (a double fork
+// through setsid took it away), with their descendants; frozen first,
+// round after round, so that none forks past the kill. It is a shutdown's
+// last sweep. It returns how many it killed; it never signals muxd itself
+// or pid 1.
+func KillAll() int {
+	stopped := freezeAll()
+	for _, pid := range stopped {
+		_ = unix.Kill(pid, unix.SIGKILL) // Best effort.
+	}
+	return len(stopped)
+}
+
+// freezeAll stops every process of this run's trees (see KillAll), round
+// after round until no new one appears, and returns them.
+func freezeAll() []int {
+	self := os.Getpid()
+	stopped := map[int]bool{}
+	for range maxFreezeRounds {
+		procs := snapshot()
+		children := make(map[int][]int, len(procs))
+		for _, p := range procs {
+			children[p.ppid] = append(children[p.ppid], p.pid)
+		}
+		in := map[int]bool{}
+		queue := []int{self}
+		for _, p := range procs {
+			if p.pid <= 1 || p.pid == self || p.state == 'Z' || p.state == 'X' {
+				continue
+			}
+			if strings.HasPrefix(cachedMark(p), runMark) {
+				queue = append(queue, p.pid)
+			}
+		}
+		for len(queue) > 0 {
+			pid := queue[0]
+			queue = queue[1:]
+			if in[pid] {
+				continue
+			}
+			in[pid] = true
+			queue = append(queue, children[pid]...)
+		}
+		fresh := 0
+		for _, p := range procs {
+			if in[p.pid] && p.pid > 1 && p.pid != self && p.state != 'Z' && p.state != 'X' && !stopped[p.pid] {
+				stopped[p.pid] = true
+				fresh++
+				_ = unix.Kill(p.pid, unix.SIGSTOP) // Best effort: it may be gone.
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	out := make([]int, 0, len(stopped))
+	for pid := range stopped {
+		out = append(out, pid)
+	}
+	return out
 }
 
 // waitGone polls until every pid is gone or a zombie, or grace passes.
