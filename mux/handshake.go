@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -134,7 +136,16 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Conn, error) {
 	})
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("mux: dial %s: %w (HTTP %d)", url, err, resp.StatusCode)
+			// The server's own words (a 503's "too many connections
+			// (limit 3, see --max-connections)") say more than the status.
+			var why string
+			if resp.Body != nil {
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 512)) // Best effort.
+				if line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n"); line != "" && resp.StatusCode != http.StatusSwitchingProtocols {
+					why = ": " + line
+				}
+			}
+			return nil, fmt.Errorf("mux: dial %s: %w (HTTP %d%s)", url, err, resp.StatusCode, why)
 		}
 		return nil, fmt.Errorf("mux: dial %s: %w", url, err)
 	}

@@ -355,3 +355,15 @@ func TestOnAcceptRunsBeforeTheFirstRequest(t *testing.T) {
 		_ = rc.ws.CloseNow()
 	}
 }
+
+// A refused dial carries the server's own words, not only the status.
+func TestDialErrorCarriesTheServersMessage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too many connections (limit 3, see --max-connections)", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	_, err := Dial(ctx5(t), "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", DialOptions{HTTPClient: srv.Client()})
+	if err == nil || !strings.Contains(err.Error(), "(HTTP 503: too many connections (limit 3, see --max-connections))") {
+		t.Fatalf("dial: %v, want the server's message", err)
+	}
+}

@@ -61,11 +61,13 @@ func connect(o *clientOpts, stderr io.Writer, cn connection) (*client.Client, bo
 	if err != nil {
 		var hint string
 		switch {
-		case strings.Contains(err.Error(), "401"):
+		case strings.Contains(err.Error(), "(HTTP 401"):
 			hint = "the daemon refused the token: check MUXD_TOKEN or --token-file"
 			if tok == "" {
 				hint = "the daemon needs a token: set MUXD_TOKEN or --token-file"
 			}
+		case strings.Contains(err.Error(), "(HTTP 503"):
+			hint = "the daemon is at a limit or shutting down: see its message above"
 		case strings.Contains(err.Error(), "expected handshake response"):
 			hint = "no muxd WebSocket at that URL: --url takes the daemon's address, e.g. http://127.0.0.1:3000"
 		default:
