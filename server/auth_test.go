@@ -91,3 +91,26 @@ func TestConfigValidateExposure(t *testing.T) {
 		}
 	}
 }
+
+// Settings that could only fail later (every request refused, every
+// terminal failing as if its client were wrong) are refused at start.
+func TestConfigValidateRefusesUnworkableSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		ok   bool
+	}{
+		{"defaults", func(*Config) {}, true},
+		{"a connection budget too small for any request", func(c *Config) { c.ConnBudget = 1 }, false},
+		{"a 1 MiB connection budget", func(c *Config) { c.ConnBudget = 1 << 20 }, true},
+		{"a shell that is not there", func(c *Config) { c.Shell = "/nonexistent/shell" }, false},
+		{"a shell found in PATH", func(c *Config) { c.Shell = "bash" }, true},
+	}
+	for _, tc := range tests {
+		c := DefaultConfig()
+		tc.mod(&c)
+		if err := c.Validate(); (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}

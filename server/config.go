@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -127,6 +128,16 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRPCRequest < 1024 || c.MaxRPCResponse < 64<<10 {
 		return fmt.Errorf("%w: --max-rpc-request must be at least 1024 and --max-rpc-response at least 65536", ErrConfig)
+	}
+	// Below this every request is refused as over the budget, and a
+	// client retries for ever.
+	if c.ConnBudget < 1<<20 {
+		return fmt.Errorf("%w: --conn-buffer must be at least 1MiB, got %d", ErrConfig, c.ConnBudget)
+	}
+	if c.Shell != "" {
+		if _, err := exec.LookPath(c.Shell); err != nil {
+			return fmt.Errorf("%w: --shell %s: %v", ErrConfig, c.Shell, err)
+		}
 	}
 	return nil
 }
