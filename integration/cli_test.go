@@ -606,3 +606,24 @@ func TestCLIKillDropsAQueuedSessionExec(t *testing.T) {
 		t.Fatalf("the dropped exec ran: %v", err)
 	}
 }
+
+// Sessions never expire: muxd kill deletes one by its ID, so a CLI user
+// at --max-sessions can free a slot.
+func TestCLIKillDeletesASession(t *testing.T) {
+	d := startDaemon(t, nil, "--max-sessions", "1")
+	if _, errOut, code := muxdCmd(t, d, "", "exec", "--session", "a", "--", "true"); code != 0 {
+		t.Fatalf("exec in session a: %d %q", code, errOut)
+	}
+	if _, _, code := muxdCmd(t, d, "", "exec", "--session", "b", "--", "true"); code == 0 {
+		t.Fatal("a second session past --max-sessions 1 was created")
+	}
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "a"); code != 0 {
+		t.Fatalf("muxd kill of a session: %d %q", code, errOut)
+	}
+	if _, errOut, code := muxdCmd(t, d, "", "exec", "--session", "b", "--", "true"); code != 0 {
+		t.Fatalf("exec in session b once a was deleted: %d %q", code, errOut)
+	}
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "nosuch"); code != 1 || !strings.Contains(errOut, "no process, terminal or session") {
+		t.Fatalf("muxd kill of an unknown ID: %d %q", code, errOut)
+	}
+}

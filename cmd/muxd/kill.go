@@ -16,7 +16,8 @@ import (
 const killUsage = `Usage: muxd kill [flags] ID
 
 Kills a process's whole tree (TERM, then KILL after --grace), or
-destroys the terminal with that ID (--signal and --grace are for
+destroys the terminal with that ID, or else deletes the session with
+that ID, with what its commands started (--signal and --grace are for
 processes). Killing the command of muxd exec --session ends the session's
 shell (its cwd and exports are lost): --signal INT interrupts only the
 command, as Ctrl-C would.
@@ -37,7 +38,7 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 		if fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-") {
 			fmt.Fprintf(stderr, "muxd kill: flags go before the ID: muxd kill %s %s\n", strings.Join(fs.Args()[1:], " "), fs.Arg(0))
 		} else {
-			fmt.Fprint(stderr, "muxd kill: give one process or terminal ID (see muxd ps)\n")
+			fmt.Fprint(stderr, "muxd kill: give one process, terminal or session ID (see muxd ps)\n")
 		}
 		return 2
 	}
@@ -56,7 +57,7 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "muxd kill: %v\n", err)
 		return 2
 	case client.IsCode(err, mux.CodeNotFound):
-		fmt.Fprintf(stderr, "muxd kill: no process or terminal has the ID %q (see muxd ps)\n", id)
+		fmt.Fprintf(stderr, "muxd kill: no process, terminal or session has the ID %q (see muxd ps)\n", id)
 		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "muxd kill: %s: %v\n", id, err)
@@ -73,7 +74,8 @@ func (e *terminalFlagsError) Error() string {
 }
 
 // killID kills the process with id, or drops the session execs queued
-// under it, or destroys the terminal with it.
+// under it, or destroys the terminal with it, or deletes the session
+// with it (sessions never expire: the CLI must be able to free one).
 func killID(ctx context.Context, c *client.Client, fs *flag.FlagSet, id, sig string, grace time.Duration) error {
 	p, err := c.Process(ctx, id)
 	if err == nil {
@@ -97,7 +99,11 @@ func killID(ctx context.Context, c *client.Client, fs *flag.FlagSet, id, sig str
 	if (set["signal"] || set["grace"]) && isTerminalID(ctx, c, id) {
 		return &terminalFlagsError{id: id}
 	}
-	return c.DestroyTerminal(ctx, id)
+	err = c.DestroyTerminal(ctx, id)
+	if !client.IsCode(err, mux.CodeNotFound) {
+		return err
+	}
+	return c.Call(ctx, "session.delete", map[string]string{"id": id}, nil)
 }
 
 // isTerminalID reports whether a terminal has the id (false if unknown).
