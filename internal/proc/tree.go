@@ -283,9 +283,16 @@ const maxFreezeRounds = 16
 // parents cannot fork, so rescanning until no new member appears yields the
 // whole tree.
 func freeze(root int, withRoot bool, m *member, stopped map[int]bool) []int {
+	return freezeRounds(func() []int { return tree(root, sharedScans.snapshot(), withRoot, m) }, stopped)
+}
+
+// freezeRounds stops what members returns, a fresh scan each round, until
+// a round finds nobody new, and returns every process it stopped
+// (stopped holds them, and those stopped before).
+func freezeRounds(members func() []int, stopped map[int]bool) []int {
 	for range maxFreezeRounds {
 		fresh := 0
-		for _, pid := range tree(root, sharedScans.snapshot(), withRoot, m) {
+		for _, pid := range members() {
 			if !stopped[pid] {
 				stopped[pid] = true
 				fresh++
@@ -398,49 +405,38 @@ func KillAll() int {
 
 // freezeAll stops every process of this run's trees (see KillAll), round
 // after round until no new one appears, and returns them.
-func freezeAll() []int {
+func freezeAll() []int { return freezeRounds(runMembers, map[int]bool{}) }
+
+// runMembers returns the live processes of this run's trees, from a fresh
+// scan: muxd's descendants, and those carrying a mark of this run with
+// their descendants.
+func runMembers() []int {
 	self := os.Getpid()
-	stopped := map[int]bool{}
-	for range maxFreezeRounds {
-		procs := snapshot()
-		children := make(map[int][]int, len(procs))
-		for _, p := range procs {
-			children[p.ppid] = append(children[p.ppid], p.pid)
+	procs := snapshot()
+	children := make(map[int][]int, len(procs))
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	queue := []int{self}
+	for _, p := range procs {
+		if p.pid > 1 && p.pid != self && p.state != 'Z' && p.state != 'X' && strings.HasPrefix(cachedMark(p), runMark) {
+			queue = append(queue, p.pid)
 		}
-		in := map[int]bool{}
-		queue := []int{self}
-		for _, p := range procs {
-			if p.pid <= 1 || p.pid == self || p.state == 'Z' || p.state == 'X' {
-				continue
-			}
-			if strings.HasPrefix(cachedMark(p), runMark) {
-				queue = append(queue, p.pid)
-			}
-		}
-		for len(queue) > 0 {
-			pid := queue[0]
-			queue = queue[1:]
-			if in[pid] {
-				continue
-			}
+	}
+	in := map[int]bool{}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if !in[pid] {
 			in[pid] = true
 			queue = append(queue, children[pid]...)
 		}
-		fresh := 0
-		for _, p := range procs {
-			if in[p.pid] && p.pid > 1 && p.pid != self && p.state != 'Z' && p.state != 'X' && !stopped[p.pid] {
-				stopped[p.pid] = true
-				fresh++
-				_ = unix.Kill(p.pid, unix.SIGSTOP) // Best effort: it may be gone.
-			}
-		}
-		if fresh == 0 {
-			break
-		}
 	}
-	out := make([]int, 0, len(stopped))
-	for pid := range stopped {
-		out = append(out, pid)
+	var out []int
+	for _, p := range procs {
+		if in[p.pid] && p.pid > 1 && p.pid != self && p.state != 'Z' && p.state != 'X' {
+			out = append(out, p.pid)
+		}
 	}
 	return out
 }
