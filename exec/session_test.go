@@ -655,7 +655,7 @@ func TestSnapshotProcessKeepsItsOwnTreeMark(t *testing.T) {
 			waitLines(t, e, p.ID, 2)
 			out, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 200)
 			lines := strings.Fields(string(out))
-			if len(lines) != 2 || len(lines[0]) != 24 || lines[0] == sessionMark {
+			if len(lines) != 2 || len(lines[0]) != 32 || lines[0] == sessionMark {
 				t.Fatalf("snapshot process printed %q; the session's mark is %q", out, sessionMark)
 			}
 			if err := e.DeleteSession(sid); err != nil {
@@ -677,19 +677,19 @@ func TestEnvCannotForgeTheTreeMark(t *testing.T) {
 	show := "echo $" + proc.MarkVar
 	sid := newSession(t, e, SessionOptions{Env: env})
 	sessionMark := strings.TrimSpace(string(mustExec(t, e, ExecRequest{SessionID: sid, Command: show}).Stdout))
-	if len(sessionMark) != 24 {
+	if len(sessionMark) != 32 {
 		t.Fatalf("session mark %q", sessionMark)
 	}
 	if got := strings.TrimSpace(string(mustExec(t, e, ExecRequest{SessionID: sid, Command: show, Env: env}).Stdout)); got != sessionMark {
 		t.Errorf("session command with an override: mark %q, want the session's %q", got, sessionMark)
 	}
-	if got := strings.TrimSpace(string(mustExec(t, e, ExecRequest{Command: show, Env: env}).Stdout)); len(got) != 24 || got == sessionMark {
+	if got := strings.TrimSpace(string(mustExec(t, e, ExecRequest{Command: show, Env: env}).Stdout)); len(got) != 32 || got == sessionMark {
 		t.Errorf("stateless exec with an override: mark %q", got)
 	}
 	p := startProc(t, e, ProcessRequest{SessionID: sid, Command: show, Env: env})
 	waitProc(t, e, p.ID)
 	out, _, _, _ := e.ReadOutput(p.ID, Stdout, 0, 100)
-	if got := strings.TrimSpace(string(out)); len(got) != 24 || got == sessionMark {
+	if got := strings.TrimSpace(string(out)); len(got) != 32 || got == sessionMark {
 		t.Errorf("snapshot process with an override: mark %q", got)
 	}
 }

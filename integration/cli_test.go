@@ -126,7 +126,7 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	if got := recvOrTimeout(t, follow, 20*time.Second); got != "first\nsecond\n" {
 		t.Fatalf("muxd logs -f: %q", got)
 	}
-	if _, errOut, code := muxdCmd(t, d, "", "kill", "nope"); code == 0 || !strings.Contains(errOut, `no process or terminal has the ID "nope"`) {
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "nope"); code == 0 || !strings.Contains(errOut, `no process, terminal or session has the ID "nope"`) {
 		t.Fatalf("muxd kill of an unknown id: %d %q", code, errOut)
 	}
 	// --grace 0 is KILL right after the TERM, not the daemon's 2 s default.
