@@ -422,6 +422,9 @@ func (w *stdinWriter) Close() error {
 			return err
 		}
 		err = ch.CloseWrite()
+		if err == nil {
+			err = eofArrived(ch.Conn())
+		}
 		if err == nil || !lost(w.f.conn, err) {
 			return err
 		}
@@ -430,3 +433,23 @@ func (w *stdinWriter) Close() error {
 	}
 	return ErrDisconnected
 }
+
+// eofArrived returns once the daemon has read what went before on conn
+// (the EOF just queued): its answer to a PING comes after it, frames
+// being read in order. An EOF written to a socket that was dropped
+// before the client noticed is not lost then: the PING fails, and Close
+// sends the EOF again on the next socket.
+func eofArrived(conn *mux.Conn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), eofConfirmTimeout)
+	defer cancel()
+	if _, err := conn.Ping(ctx); err != nil {
+		if conn.Err() == nil && ctx.Err() != nil {
+			return nil // a slow daemon, not a lost one: the EOF is on its way
+		}
+		return err
+	}
+	return nil
+}
+
+// eofConfirmTimeout bounds eofArrived's wait for a PONG.
+const eofConfirmTimeout = 10 * time.Second
