@@ -155,7 +155,11 @@ func TestAClientThatDoesNotReadHoldsAboutItsBudgetOfAnswers(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // sampling the heap, not synchronizing
 		grew = max(grew, int64(heapAlloc())-int64(before))
 	}
-	if grew > 3*budget {
+	// An answer is built in a few copies (the output, its encoding, the
+	// JSON, the frame) before it is queued and charged: the handlers
+	// building theirs at once add to the budget. Without the holds the
+	// heap grew by 22 MiB here.
+	if grew > 4*budget {
 		t.Fatalf("the heap grew by %d MiB while a client did not read; its budget is %d MiB", grew>>20, budget>>20)
 	}
 	t.Logf("heap grew by %.1f MiB", float64(grew)/(1<<20))
