@@ -143,8 +143,7 @@ func (s *scanShare) snapshot() []procStat {
 type member struct {
 	mark  string
 	since uint64
-	until uint64             // when the reaped root ended (clock ticks after boot), 0 if unknown or running
-	seen  map[[2]uint64]bool // (pid, start) whose environment was read: marked or not
+	until uint64 // when the reaped root ended (clock ticks after boot), 0 if unknown or running
 }
 
 // inGroup reports whether p, in the process group or session that the
@@ -181,20 +180,9 @@ func (m *member) candidate(p procStat, byPid map[int]procStat, self int) bool {
 	return !ok || p.ppid == 1 || p.ppid == self || parent.start <= m.since
 }
 
-// marked reports whether p carries the mark, reading its environment
-// once per kill (keyed with the start time: a pid may be reused meanwhile).
-func (m *member) marked(p procStat) bool {
-	key := [2]uint64{uint64(p.pid), p.start}
-	if v, ok := m.seen[key]; ok {
-		return v
-	}
-	v := cachedMark(p) == m.mark
-	if m.seen == nil {
-		m.seen = map[[2]uint64]bool{}
-	}
-	m.seen[key] = v
-	return v
-}
+// marked reports whether p carries the mark (its environment is read once
+// for every walk: see cachedMark).
+func (m *member) marked(p procStat) bool { return cachedMark(p) == m.mark }
 
 // tree returns the live (non-zombie) members of root's tree in procs: root
 // (if withRoot), members of the process group and session that root leads
@@ -412,7 +400,7 @@ func freezeAll() []int { return freezeRounds(runMembers, map[int]bool{}) }
 // their descendants.
 func runMembers() []int {
 	self := os.Getpid()
-	procs := snapshot()
+	procs := sharedScans.snapshot()
 	children := make(map[int][]int, len(procs))
 	for _, p := range procs {
 		children[p.ppid] = append(children[p.ppid], p.pid)
