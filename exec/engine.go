@@ -252,7 +252,7 @@ func (e *Engine) registerQueued(p *process, q *queuedExec) error {
 	// side of the limit.
 	running := len(e.procs) - len(e.ended)
 	if running >= e.cfg.MaxProcesses {
-		return fmt.Errorf("%w: %d processes running", ErrLimit, running)
+		return &LimitError{Setting: "MaxProcesses", Max: e.cfg.MaxProcesses, What: "processes running"}
 	}
 	e.procs[p.id] = p
 	return nil

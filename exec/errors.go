@@ -36,6 +36,22 @@ var (
 	ErrEnded = errors.New("exec: process ended")
 )
 
+// LimitError reports which Config limit refused a request; it matches
+// ErrLimit. Setting names the Config field, so that a caller that set it
+// from a flag can say which flag to raise.
+type LimitError struct {
+	Setting string // "MaxSessions" or "MaxProcesses"
+	Max     int    // the configured value
+	What    string // what is counted, e.g. "live sessions"
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("exec: limit reached: %d %s (Config.%s)", e.Max, e.What, e.Setting)
+}
+
+// Is makes errors.Is(err, ErrLimit) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
 // GapError is returned by an [OutputReader] when bytes it should have
 // delivered were dropped from the retained window. The reader has skipped
 // ahead; the next Read continues at Offset+Bytes.

@@ -107,7 +107,7 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 		return SessionInfo{}, fmt.Errorf("%w: session %q", ErrAlreadyExists, id)
 	case len(e.sessions) >= e.cfg.MaxSessions:
 		e.mu.Unlock()
-		return SessionInfo{}, fmt.Errorf("%w: %d live sessions", ErrLimit, len(e.sessions))
+		return SessionInfo{}, &LimitError{Setting: "MaxSessions", Max: e.cfg.MaxSessions, What: "live sessions"}
 	}
 	e.sessions[id] = s // reserve the id while the shell starts
 	e.creating.Add(1)  // Close waits for it (under mu: before Close's Wait)

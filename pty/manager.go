@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -63,12 +64,17 @@ func (m *Manager) Create(opts CreateOptions) (*Terminal, error) {
 	}
 	if len(m.terms) >= m.cfg.MaxTerminals {
 		m.mu.Unlock()
-		return nil, ErrLimit
+		return nil, m.limitError()
 	}
 	e := &entry{ready: make(chan struct{})}
 	m.terms[opts.ID] = e
 	m.mu.Unlock()
 	return m.build(e, opts)
+}
+
+// limitError is ErrLimit with the configured cap.
+func (m *Manager) limitError() error {
+	return fmt.Errorf("%w: %d held, live or exited", ErrLimit, m.cfg.MaxTerminals)
 }
 
 // GetOrCreate returns the terminal with opts.ID, creating it if there is
@@ -96,7 +102,7 @@ func (m *Manager) GetOrCreate(opts CreateOptions, replaceExited bool) (t *Termin
 		if !ok {
 			if len(m.terms) >= m.cfg.MaxTerminals {
 				m.mu.Unlock()
-				return nil, false, ErrLimit
+				return nil, false, m.limitError()
 			}
 			e = &entry{ready: make(chan struct{})}
 			m.terms[opts.ID] = e

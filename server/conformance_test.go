@@ -100,6 +100,33 @@ func TestRPCErrorCodesConform(t *testing.T) {
 	}
 }
 
+// A refusal at a limit names the flag that raises it.
+func TestLimitRefusalsNameTheirFlag(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.MaxSessions, c.MaxProcesses, c.MaxTerminals = 1, 1, 1 })
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	mustCall(t, conn, "session.create", obj{"id": "s"})
+	mustCall(t, conn, "process.start", obj{"command": "sleep 30", "id": "p"})
+	t.Cleanup(func() { _, _ = call(t, conn, "process.kill", obj{"id": "p", "signal": "KILL"}) })
+	mustCall(t, conn, "terminal.create", obj{"id": "t", "shell": "bash"})
+	tests := []struct {
+		method string
+		params obj
+		want   string
+	}{
+		{"session.create", obj{}, "1 live sessions (muxd serve --max-sessions)"},
+		{"process.start", obj{"command": "true"}, "1 processes running (muxd serve --max-processes)"},
+		{"exec", obj{"command": "true"}, "(muxd serve --max-processes)"},
+		{"terminal.create", obj{"shell": "bash"}, "1 held, live or exited (muxd serve --max-terminals)"},
+	}
+	for _, tt := range tests {
+		_, err := call(t, conn, tt.method, tt.params)
+		wantErr(t, tt.method, err, mux.CodeLimitReached)
+		if msg := err.(*mux.Error).Message; !strings.Contains(msg, tt.want) {
+			t.Errorf("%s: message %q lacks %q", tt.method, msg, tt.want)
+		}
+	}
+}
+
 // Every method takes an object (or nothing) as params, including those
 // that read none of it.
 func TestParamsThatAreNotAnObjectAreRefusedByEveryMethod(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/muxd/muxd/exec"
 	"github.com/muxd/muxd/internal/proc"
 	"github.com/muxd/muxd/mux"
 	"github.com/muxd/muxd/pty"
@@ -136,6 +137,7 @@ func wireError(err error, codes []errCode) error {
 	if errors.As(err, &me) {
 		return me
 	}
+	err = nameLimitFlag(err)
 	code := mux.CodeInternal
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
@@ -144,6 +146,29 @@ func wireError(err error, codes []errCode) error {
 		}
 	}
 	return mux.NewError(code, "%s", err.Error())
+}
+
+// limitFlags names the serve flag behind each engine limit, so that a
+// refusal says what to raise.
+var limitFlags = map[string]string{
+	"MaxSessions":  "--max-sessions",
+	"MaxProcesses": "--max-processes",
+	"MaxTerminals": "--max-terminals",
+}
+
+// nameLimitFlag rewrites an engine's limit error to name the flag that
+// sets it.
+func nameLimitFlag(err error) error {
+	var le *exec.LimitError
+	switch {
+	case errors.As(err, &le):
+		if flag := limitFlags[le.Setting]; flag != "" {
+			return fmt.Errorf("%w: %d %s (muxd serve %s)", exec.ErrLimit, le.Max, le.What, flag)
+		}
+	case errors.Is(err, pty.ErrLimit):
+		return fmt.Errorf("%w (muxd serve %s)", err, limitFlags["MaxTerminals"])
+	}
+	return err
 }
 
 // ptyCodes maps pty errors to wire codes.
