@@ -75,7 +75,7 @@ func (b *backend) close(ctx context.Context) {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := b.engine.close(ctx); err != nil {
+		if err := b.engine.close(ctx, b.s.log); err != nil {
 			b.s.log.Warn("closing exec engine", "err", err)
 		}
 	}()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/muxd/muxd/exec"
 	"github.com/muxd/muxd/mux"
@@ -46,9 +47,16 @@ func newExecEngine(s *Server, n *notifier) (execEngine, error) {
 	return execEngine{e: e, unsub: unsub}, nil
 }
 
-func (x execEngine) close(ctx context.Context) error {
-	x.unsub()
-	return x.e.Close(ctx)
+// close ends every process and session. The subscription outlives the
+// engine's Close, so that the processes it kills are logged as exits.
+func (x execEngine) close(ctx context.Context, log *slog.Logger) error {
+	defer x.unsub()
+	sessions := x.e.ListSessions()
+	err := x.e.Close(ctx)
+	for _, si := range sessions {
+		log.Info("session deleted", "id", si.ID, "reason", "shutdown")
+	}
+	return err
 }
 
 func (b *backend) registerExec() {

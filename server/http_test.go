@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,5 +182,44 @@ func TestShutdownWaitsForAHandshakeInFlight(t *testing.T) {
 	recvOrTimeout(t, ended2, 5*time.Second)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("end waited %v for a socket whose handler gave up", d)
+	}
+}
+
+// lockedBuffer is an io.Writer for a logger that tests read.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A shutdown logs each process it kills and each session it ends, as
+// any other end of them is logged.
+func TestShutdownLogsWhatItEnds(t *testing.T) {
+	var logs lockedBuffer
+	s, url := testServer(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	mustCall(t, conn, "process.start", obj{"command": "sleep 30", "id": "p1"})
+	mustCall(t, conn, "session.create", obj{"id": "s1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	out := logs.String()
+	for _, want := range []string{`msg="process exited" id=p1 `, `msg="session deleted" id=s1 reason=shutdown`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
 	}
 }
