@@ -126,7 +126,7 @@ func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 const sendBuffer = 64 << 10
 
 func limitSendBuffer(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc := tcpConnOf(c); tc != nil {
 		a, _ := tc.RemoteAddr().(*net.TCPAddr)
 		boundSendQueue(tc, a != nil && a.IP.IsLoopback())
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -117,6 +119,53 @@ func TestConnectionLimitRefusesClearly(t *testing.T) {
 	_, err := client.Dial(ctx, url, client.Options{NoReconnect: true})
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("second Dial: got %v, want HTTP 503", err)
+	}
+}
+
+// Connections that send nothing hold a slot each until ReadHeaderTimeout:
+// past MaxConnections+tcpHeadroom open ones, a new connection is answered
+// 503 at once, and a slot freed is usable again.
+func TestOpenTCPConnectionsAreCapped(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.MaxConnections = 1 })
+	addr := strings.TrimPrefix(url, "http://")
+	idle := make([]net.Conn, 0, 1+tcpHeadroom)
+	defer func() {
+		for _, c := range idle {
+			_ = c.Close()
+		}
+	}()
+	for range 1 + tcpHeadroom {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func() (int, string, error) {
+		resp, err := hc.Get(url + "/healthz")
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	code, body, err := get()
+	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "--max-connections") {
+		t.Fatalf("past the cap: got %d %q %v, want 503 naming --max-connections", code, body, err)
+	}
+	_ = idle[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _, err = get()
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a slot was freed: got %d %v, want 200", code, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -24,7 +24,7 @@ func (h *rawConnHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: hijack: %w", err)
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc := tcpConnOf(conn); tc != nil {
 		if raw, err := tc.SyscallConn(); err == nil {
 			h.raw = raw
 		}

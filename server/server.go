@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,6 +42,10 @@ type Server struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
+
+	// refusedConns counts connections refused at the listener's cap;
+	// refusedLogged is when that was last logged (Unix ns).
+	refusedConns, refusedLogged atomic.Int64
 }
 
 // New validates cfg, creates the run directory and the engines, and
@@ -125,11 +130,24 @@ func (s *Server) Serve(l net.Listener) error {
 	s.mu.Unlock()
 	s.log.Info("listening", "addr", l.Addr().String(), "boot", s.boot, "pid", os.Getpid(),
 		"auth", s.cfg.Token != "", "dataDir", s.run.path)
-	err := s.http.Serve(l)
+	err := s.http.Serve(newCapListener(l, s.cfg.MaxConnections+tcpHeadroom, s.noteRefusedConn))
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
 	}
 	return err
+}
+
+// noteRefusedConn logs connections refused at the listener's cap, at
+// most one line a second (a flood of them must not flood the log).
+func (s *Server) noteRefusedConn() {
+	n := s.refusedConns.Add(1)
+	now := time.Now().UnixNano()
+	last := s.refusedLogged.Load()
+	if now-last < int64(time.Second) || !s.refusedLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("connection refused", "reason", "too many open TCP connections",
+		"max", s.cfg.MaxConnections+tcpHeadroom, "refusedSoFar", n)
 }
 
 // Shutdown stops accepting, sends GOAWAY and closes every socket with 1001

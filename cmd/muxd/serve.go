@@ -59,7 +59,7 @@ func newServeFlags(o *serveOpts, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Shell, "shell", "", "`shell` for terminals (default: the user's login shell, else bash)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: `text` or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "concurrent WebSocket connections")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "concurrent WebSocket connections (open TCP connections are capped at this plus 64; past it a connection is answered 503)")
 	fs.IntVar(&c.MaxChannels, "max-channels", c.MaxChannels, "open channels per connection")
 	fs.Var(sizeFlag{&c.ConnBudget}, "conn-buffer", "buffered `bytes` per connection")
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "live bash sessions")

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A TCP connection costs the daemon an fd and a goroutine from the moment
+// it is accepted, before any header or token arrives (ReadHeaderTimeout
+// bounds each one to 10 s, not how many there are). capListener bounds
+// how many accepted connections are open at once: past the cap a new one
+// is answered 503 and closed at once, so anyone can still tell the daemon
+// is busy, and the fds stay bounded whoever connects.
+
+// tcpHeadroom is how many connections beyond MaxConnections (WebSockets)
+// are allowed for plain HTTP: /healthz, /auth, the page's assets and
+// idle keep-alives.
+const tcpHeadroom = 64
+
+// busyResponse is what a connection past the cap reads.
+var busyResponse = func() []byte {
+	body := "muxd: too many open connections (see --max-connections)\n"
+	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+		"Connection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
+
+// capListener is a net.Listener that keeps at most max accepted
+// connections open.
+type capListener struct {
+	net.Listener
+	max      int64
+	open     atomic.Int64
+	onRefuse func() // called for each refused connection
+}
+
+func newCapListener(l net.Listener, maxOpen int, onRefuse func()) *capListener {
+	return &capListener{Listener: l, max: int64(maxOpen), onRefuse: onRefuse}
+}
+
+// Accept returns the next connection under the cap; those past it are
+// answered and closed here.
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &cappedConn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		if l.onRefuse != nil {
+			l.onRefuse()
+		}
+		// The write fits any socket buffer; the deadline keeps a peer
+		// with a zero window from holding the accept loop.
+		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = c.Write(busyResponse) // Best effort: the peer may be gone.
+		_ = c.Close()
+	}
+}
+
+// cappedConn gives its slot back on the first Close.
+type cappedConn struct {
+	net.Conn
+	l    *capListener
+	once sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// tcpConnOf returns the TCP connection under c, if there is one.
+func tcpConnOf(c net.Conn) *net.TCPConn {
+	if cc, ok := c.(*cappedConn); ok {
+		c = cc.Conn
+	}
+	tc, _ := c.(*net.TCPConn)
+	return tc
+}
