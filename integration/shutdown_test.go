@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,5 +96,59 @@ func TestSIGTERMUnderLoadLeavesNothing(t *testing.T) {
 	}
 	if left > 0 {
 		t.Fatalf("%d of %d processes outlived muxd", left, len(before))
+	}
+}
+
+// A daemon killed with SIGKILL cannot end its processes; they run on,
+// their output going to files no one can reach. The next daemon on the
+// same data dir ends them, double forks included, as it removes the
+// files.
+func TestTheNextDaemonEndsWhatAKilledOneLeft(t *testing.T) {
+	dir := t.TempDir()
+	a := startDaemon(t, nil, "--data-dir", dir)
+	c := a.dial(t, client.Options{NoReconnect: true})
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := c.StartProcess(ctx, "(setsid sleep 1002 &); sleep 1003 & echo STARTED; wait", client.ProcessOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var left []int
+	for deadline := time.Now().Add(10 * time.Second); len(left) < 2 && time.Now().Before(deadline); {
+		left = nil
+		for _, pid := range descendants(a.Pid()) {
+			if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(cmdline), "sleep\x00100") {
+				left = append(left, pid)
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling /proc: there is no event to wait on
+	}
+	if len(left) < 2 {
+		t.Fatalf("the two sleeps did not start: %v", left)
+	}
+	t.Cleanup(func() {
+		for _, pid := range left {
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL) // ours, by pid
+			}
+		}
+	})
+	_ = a.cmd.Process.Kill() // our own child, by pid
+	<-a.exited
+	for _, pid := range left {
+		if !alive(pid) {
+			t.Fatalf("pid %d ended with the killed daemon: nothing left to test", pid)
+		}
+	}
+	b := startDaemon(t, nil, "--data-dir", dir)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range left {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("pid %d, left by the killed daemon, is alive after the next one started", pid)
+		}
+	}
+	if !strings.Contains(b.Logs(), "killed the processes a previous run left behind") {
+		t.Errorf("the next daemon did not say what it killed:\n%s", b.Logs())
 	}
 }

@@ -9,20 +9,25 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/muxd/muxd/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
 // Each run of the daemon keeps its files in a private run-* directory of
 // the data dir, holding an flock on run-*/lock while it lives. A run that
 // ended without its cleanup (SIGKILL, a crash, a shutdown past its budget)
-// leaves the directory, and the session files it kept on /dev/shm (named
-// in run-*/shm), behind: the next daemon on the same data dir finds its
-// lock free and removes them. A directory without a lock file (an older
-// muxd's) is left alone: its owner may be alive.
+// leaves the directory, the session files it kept on /dev/shm (named in
+// run-*/shm) and the processes it started (their tree marks begin with
+// the run mark in run-*/mark) behind: the next daemon on the same data
+// dir finds its lock free, kills those processes (no one can reach them:
+// their output went to the files being removed) and removes the files. A
+// directory without a lock file (an older muxd's) is left alone: its
+// owner may be alive.
 
 const (
 	runLockName = "lock"
-	runShmName  = "shm" // the path of the run's session files outside it
+	runShmName  = "shm"  // the path of the run's session files outside it
+	runMarkName = "mark" // what the run's process tree marks begin with
 )
 
 // runDir is this run's directory and the descriptor holding its lock.
@@ -72,7 +77,11 @@ func makeRunDir(dataDir string) (*runDir, error) {
 		return nil, fmt.Errorf("%w: --data-dir %s: %v (pick a writable directory)", ErrConfig, dataDir, err)
 	}
 	dir := filepath.Join(real, "run-"+strings.TrimPrefix(filepath.Base(tmp), ".new-run-"))
-	f, err := os.OpenFile(filepath.Join(tmp, runLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	err = os.WriteFile(filepath.Join(tmp, runMarkName), []byte(proc.RunMark()), 0o600)
+	var f *os.File
+	if err == nil {
+		f, err = os.OpenFile(filepath.Join(tmp, runLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	}
 	if err == nil {
 		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
 			err = os.Rename(tmp, dir)
@@ -128,6 +137,11 @@ func removeStaleRuns(dataDir, own string, log *slog.Logger) {
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 			_ = f.Close()
 			continue // a live daemon's
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, runMarkName)); err == nil {
+			if n := proc.KillRun(string(b)); n > 0 {
+				log.Info("killed the processes a previous run left behind", "dir", dir, "count", n)
+			}
 		}
 		err = removeRunFiles(dir)
 		_ = f.Close()

@@ -593,3 +593,56 @@ func TestKillAllEndsEveryTreeOfTheRun(t *testing.T) {
 		}
 	}
 }
+
+// KillRun ends what an earlier run left behind: every process carrying
+// a mark of that run, double forks included, and nothing else.
+func TestKillRunEndsOnlyThatRunsProcesses(t *testing.T) {
+	start := func(mark string) (*exec.Cmd, []int) {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", `(setsid sh -c 'echo $$; exec sleep 100' &); sleep 100 & echo $!; wait`)
+		cmd.Env = append(os.Environ(), MarkVar+"="+mark+"0123456789abcdef01234567")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		pids := readPids(t, out.(*os.File), 2)
+		t.Cleanup(func() {
+			for _, pid := range pids {
+				if alive(pid) {
+					_ = unix.Kill(pid, unix.SIGKILL) // ours, by pid
+				}
+			}
+		})
+		return cmd, append(pids, cmd.Process.Pid)
+	}
+	_, gone := start("deadbeef")
+	_, other := start("cafebabe")
+	ours, _ := bashPids(t, `sleep 100 & echo $!; wait`, 1)
+	t.Cleanup(func() { _ = ours.KillTree(unix.SIGKILL, 0) })
+
+	for _, bad := range []string{RunMark(), "", "deadbee", "DEADBEEF", "deadbeef0"} {
+		if n := KillRun(bad); n != 0 {
+			t.Errorf("KillRun(%q) killed %d, want 0", bad, n)
+		}
+	}
+	if n := KillRun("deadbeef"); n < len(gone) {
+		t.Errorf("KillRun killed %d, want at least the %d started", n, len(gone))
+	}
+	for deadline := time.Now().Add(5 * time.Second); slices.ContainsFunc(gone, alive) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, pid := range gone {
+		if alive(pid) {
+			t.Errorf("pid %d of the dead run survived", pid)
+		}
+	}
+	for _, pid := range append(other, ours.Pid) {
+		if !alive(pid) {
+			t.Errorf("pid %d, not of that run, was killed", pid)
+		}
+	}
+}

@@ -383,31 +383,61 @@ func cachedMark(p procStat) string {
 // round after round, so that none forks past the kill. It is a shutdown's
 // last sweep. It returns how many it killed; it never signals muxd itself
 // or pid 1.
-func KillAll() int {
-	stopped := freezeAll()
+func KillAll() int { return killFrozen(func() []int { return runMembers(runMark, true) }) }
+
+// RunMark is what every tree mark of this run begins with: a later muxd
+// given it can end what this run leaves behind (see KillRun).
+func RunMark() string { return runMark }
+
+// KillRun SIGKILLs, as KillAll does, every process carrying a mark of an
+// earlier run (one that ended without its shutdown: SIGKILL, a crash)
+// and their descendants. It refuses this run's own mark and anything
+// that is not a run mark. It returns how many it killed.
+func KillRun(mark string) int {
+	if !isRunMark(mark) || mark == runMark {
+		return 0
+	}
+	return killFrozen(func() []int { return runMembers(mark, false) })
+}
+
+// isRunMark reports whether s has a run mark's form (8 lowercase hex).
+func isRunMark(s string) bool {
+	if len(s) != len(runMark) {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// killFrozen freezes members round after round, then SIGKILLs them.
+func killFrozen(members func() []int) int {
+	stopped := freezeRounds(members, map[int]bool{})
 	for _, pid := range stopped {
 		_ = unix.Kill(pid, unix.SIGKILL) // Best effort.
 	}
 	return len(stopped)
 }
 
-// freezeAll stops every process of this run's trees (see KillAll), round
-// after round until no new one appears, and returns them.
-func freezeAll() []int { return freezeRounds(runMembers, map[int]bool{}) }
-
-// runMembers returns the live processes of this run's trees, from a fresh
-// scan: muxd's descendants, and those carrying a mark of this run with
-// their descendants.
-func runMembers() []int {
+// runMembers returns, from a fresh scan, the live processes carrying a
+// mark that begins with mark, with their descendants, and with
+// ownChildren muxd's own descendants too.
+func runMembers(mark string, ownChildren bool) []int {
 	self := os.Getpid()
 	procs := sharedScans.snapshot()
 	children := make(map[int][]int, len(procs))
 	for _, p := range procs {
 		children[p.ppid] = append(children[p.ppid], p.pid)
 	}
-	queue := []int{self}
+	var queue []int
+	if ownChildren {
+		queue = append(queue, self)
+	}
 	for _, p := range procs {
-		if p.pid > 1 && p.pid != self && p.state != 'Z' && p.state != 'X' && strings.HasPrefix(cachedMark(p), runMark) {
+		if p.pid > 1 && p.pid != self && p.state != 'Z' && p.state != 'X' && strings.HasPrefix(cachedMark(p), mark) {
 			queue = append(queue, p.pid)
 		}
 	}
