@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"sync"
@@ -12,8 +13,9 @@ import (
 // it is accepted, before any header or token arrives (ReadHeaderTimeout
 // bounds each one to 10 s, not how many there are). capListener bounds
 // how many accepted connections are open at once: past the cap a new one
-// is answered 503 and closed at once, so anyone can still tell the daemon
-// is busy, and the fds stay bounded whoever connects.
+// is answered 503 and closed (a few at a time; past those, closed
+// unanswered), so a client can still tell the daemon is busy, and the fds
+// stay bounded whoever connects.
 
 // tcpHeadroom is how many connections beyond MaxConnections (WebSockets)
 // are allowed for plain HTTP: /healthz, /auth, the page's assets and
@@ -34,10 +36,12 @@ type capListener struct {
 	max      int64
 	open     atomic.Int64
 	onRefuse func() // called for each refused connection
+	// refusing bounds the connections being answered 503 at once.
+	refusing chan struct{}
 }
 
 func newCapListener(l net.Listener, maxOpen int, onRefuse func()) *capListener {
-	return &capListener{Listener: l, max: int64(maxOpen), onRefuse: onRefuse}
+	return &capListener{Listener: l, max: int64(maxOpen), onRefuse: onRefuse, refusing: make(chan struct{}, 16)}
 }
 
 // Accept returns the next connection under the cap; those past it are
@@ -55,12 +59,31 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if l.onRefuse != nil {
 			l.onRefuse()
 		}
-		// The write fits any socket buffer; the deadline keeps a peer
-		// with a zero window from holding the accept loop.
-		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = c.Write(busyResponse) // Best effort: the peer may be gone.
-		_ = c.Close()
+		select {
+		case l.refusing <- struct{}{}:
+			go l.refuse(c)
+		default:
+			_ = c.Close() // too many being refused already: no answer
+		}
 	}
+}
+
+// refuse answers a connection past the cap with 503 once its request
+// head has arrived (an HTTP client takes an answer sent before its
+// request for a broken connection), within a second.
+func (l *capListener) refuse(c net.Conn) {
+	defer func() { <-l.refusing }()
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 4096)
+	for n := 0; n < len(buf); {
+		k, err := c.Read(buf[n:])
+		n += k
+		if err != nil || bytes.Contains(buf[:n], []byte("\r\n\r\n")) {
+			break
+		}
+	}
+	_, _ = c.Write(busyResponse) // Best effort: the peer may be gone.
 }
 
 // cappedConn gives its slot back on the first Close.
