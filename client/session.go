@@ -58,6 +58,10 @@ func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 	return &Session{c: c, id: r.ID, cwd: r.Cwd}, nil
 }
 
+// Cwd is the directory the session started in, as the daemon resolved
+// it ("" for a handle from [Client.Session]).
+func (s *Session) Cwd() string { return s.cwd }
+
 // Session returns a handle on an existing session by id.
 func (c *Client) Session(id string) *Session { return &Session{c: c, id: id} }
 

@@ -89,9 +89,14 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 	if err != nil {
 		return SessionInfo{}, err
 	}
+	// A cwd given must be usable, as for every other command: a session
+	// that quietly started elsewhere would run its commands (rm -rf
+	// build) where no one expects.
 	cwd := o.Cwd
-	if checkDir(cwd) != nil || cwd == "" {
+	if cwd == "" {
 		cwd = homeOf(env)
+	} else if err := checkDir(cwd); err != nil {
+		return SessionInfo{}, err
 	}
 	s := &session{e: e, id: id, cwd: cwd, createdAt: time.Now(), timeout: o.CommandTimeout, env: env,
 		shellOut: newTail(), started: make(chan struct{})}

@@ -40,16 +40,28 @@ func TestSessionStatePersists(t *testing.T) {
 	}
 }
 
-func TestSessionMissingCwdFallsBackToHome(t *testing.T) {
+// A session starts in $HOME without a cwd, and refuses a cwd it cannot
+// use: quietly starting elsewhere, its commands would run where no one
+// expects. No session is left behind by the refusal.
+func TestSessionCwdIsHomeOrMustExist(t *testing.T) {
 	e := newTestEngine(t)
 	home := t.TempDir()
-	info, err := e.CreateSession(ctxT(t, 5*time.Second), SessionOptions{Cwd: "/does/not/exist", Env: map[string]*string{"HOME": &home}})
+	info, err := e.CreateSession(ctxT(t, 5*time.Second), SessionOptions{Env: map[string]*string{"HOME": &home}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := mustExec(t, e, ExecRequest{SessionID: info.ID, Command: "pwd"})
 	if string(r.Stdout) != home+"\n" || info.Cwd != home {
 		t.Errorf("cwd = %q (info %q), want %q", r.Stdout, info.Cwd, home)
+	}
+	for _, bad := range []string{"/does/not/exist", "/etc/passwd"} {
+		_, err := e.CreateSession(ctxT(t, 5*time.Second), SessionOptions{ID: "bad", Cwd: bad, Env: map[string]*string{"HOME": &home}})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("session with cwd %s: %v, want ErrInvalid naming it", bad, err)
+		}
+	}
+	if n := len(e.ListSessions()); n != 1 {
+		t.Errorf("%d sessions after the refusals, want 1", n)
 	}
 }
 

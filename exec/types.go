@@ -66,7 +66,7 @@ type ExecResult struct {
 // SessionOptions configures [Engine.CreateSession].
 type SessionOptions struct {
 	ID             string             // "" = generated
-	Cwd            string             // "" or missing = $HOME
+	Cwd            string             // "" = $HOME; else must exist (ErrInvalid)
 	Env            map[string]*string // adds/overrides; nil value unsets
 	CommandTimeout time.Duration      // default timeout per command; 0 = none
 }

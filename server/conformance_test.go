@@ -78,6 +78,7 @@ func TestRPCErrorCodesConform(t *testing.T) {
 		{"terminal.create from a dead session", "terminal.create", obj{"sessionId": "s-dead"}, mux.CodeSessionDead},
 		{"exec reused running id", "exec", obj{"command": "true", "id": "p-run"}, mux.CodeAlreadyExists},
 		{"session.create existing id", "session.create", obj{"id": "s-ok"}, mux.CodeAlreadyExists},
+		{"session.create missing cwd", "session.create", obj{"cwd": "/nonexistent"}, mux.CodeInvalidParams},
 		{"session.interrupt unknown", "session.interrupt", obj{"id": "nope"}, mux.CodeNotFound},
 		{"session.delete unknown", "session.delete", obj{"id": "nope"}, mux.CodeNotFound},
 		{"session.delete no id", "session.delete", obj{}, mux.CodeInvalidParams},
