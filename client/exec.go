@@ -29,9 +29,11 @@ type ExecOptions struct {
 	MaxOutput int
 	// OnOutput, when set, receives the output live through a process
 	// channel, every byte once and in order within each stream. data is
-	// valid only during the call: copy it to keep it. An exec whose
-	// record left retention before its output could be followed (many
-	// other execs ending at once) gets the result's output instead.
+	// valid only during the call: copy it to keep it. Where the output
+	// cannot be followed live (the record left retention first, many
+	// other execs ending at once; the daemon refused the channel, at its
+	// --max-channels), OnOutput gets the rest from the result once the
+	// exec ends, up to MaxOutput per stream.
 	OnOutput func(stream string, data []byte)
 	// OnGap, with OnOutput, is told where the live output lost bytes:
 	// the daemon keeps the last outputLimit bytes of each stream, and a
@@ -264,6 +266,10 @@ func (c *Client) sessionBusy(ctx context.Context, id string) (bool, error) {
 type liveOutput struct {
 	done   chan struct{}
 	cancel context.CancelFunc
+	fn     func(string, []byte)
+	// sent counts the bytes of each stream given to fn (only its
+	// goroutine writes it before done closes).
+	sent map[string]int
 	// mu guards err and res.
 	mu  sync.Mutex
 	err error
@@ -275,7 +281,11 @@ type liveOutput struct {
 // output to fn until the exec ends.
 func startLive(ctx context.Context, c *Client, id, stale string, fn func(string, []byte), gapFn func(string, int64)) *liveOutput {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &liveOutput{done: make(chan struct{}), cancel: cancel}
+	l := &liveOutput{done: make(chan struct{}), cancel: cancel, fn: fn, sent: map[string]int{}}
+	fn = func(stream string, data []byte) {
+		l.sent[stream] += len(data)
+		l.fn(stream, data)
+	}
 	go func() {
 		defer close(l.done)
 		backoff := time.Millisecond
@@ -299,12 +309,7 @@ func startLive(ctx context.Context, c *Client, id, stale string, fn func(string,
 				// The exec ended and its record is gone already (other
 				// records pushed it out of retention): its output is
 				// what the result holds.
-				if len(res.Stdout) > 0 {
-					fn("stdout", res.Stdout)
-				}
-				if len(res.Stderr) > 0 {
-					fn("stderr", res.Stderr)
-				}
+				l.deliverRest(res)
 				return
 			}
 			t := time.NewTimer(backoff)
@@ -352,8 +357,26 @@ func (l *liveOutput) finish(ctx context.Context, res *ExecResult) error {
 		<-l.done
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	err := l.err
+	l.mu.Unlock()
+	if err != nil && ctx.Err() == nil {
+		l.deliverRest(res) // the live path failed: the result has the output
+		return nil
+	}
+	return err
+}
+
+// deliverRest gives fn what res holds past the bytes fn already had.
+func (l *liveOutput) deliverRest(res *ExecResult) {
+	for _, s := range []struct {
+		name string
+		data []byte
+	}{{"stdout", res.Stdout}, {"stderr", res.Stderr}} {
+		if n := l.sent[s.name]; n < len(s.data) {
+			l.sent[s.name] = len(s.data)
+			l.fn(s.name, s.data[n:])
+		}
+	}
 }
 
 func (l *liveOutput) stop() {

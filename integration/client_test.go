@@ -715,3 +715,39 @@ func queueBehindASleep(t *testing.T, ctx, qctx context.Context, c *client.Client
 	time.Sleep(200 * time.Millisecond) // the second exec waits its turn
 	return mark, first, queued
 }
+
+// An exec whose output cannot be followed live (the daemon refuses the
+// channel at its --max-channels) still gives OnOutput every byte, from
+// the result.
+func TestClientExecOnOutputWithoutALiveChannel(t *testing.T) {
+	d := startDaemon(t, nil, "--max-channels", "1")
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	p, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(context.Background(), "KILL", 0) }()
+	held := make(chan struct{})
+	go func() {
+		r := p.Stdout()
+		close(held)
+		_, _ = io.Copy(io.Discard, r) // holds the one channel
+	}()
+	<-held
+	var mu sync.Mutex
+	got := map[string]string{}
+	res, err := c.Exec(ctx, "echo live-output; echo oops >&2", client.ExecOptions{OnOutput: func(s string, b []byte) {
+		mu.Lock()
+		got[s] += string(b)
+		mu.Unlock()
+	}})
+	if err != nil || string(res.Stdout) != "live-output\n" {
+		t.Fatalf("Exec: %+v %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got["stdout"] != "live-output\n" || got["stderr"] != "oops\n" {
+		t.Errorf("OnOutput got %q, want the whole output once", got)
+	}
+}
