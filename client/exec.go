@@ -18,9 +18,13 @@ type ExecOptions struct {
 	// ended exec or process still holds may be reused: Exec then asks
 	// for its instance first (one more round trip), so that live output
 	// and a result fetched after a reconnect are this command's.
-	ID        string
-	Cwd       string
-	Env       map[string]*string
+	ID  string
+	Cwd string
+	Env map[string]*string
+	// Timeout kills the command when it runs longer. In a session that
+	// ends the session too (its shell is killed with the command: its
+	// cwd and exports are gone, and later calls get session_dead), as
+	// does cancelling ctx when the command does not stop on SIGINT.
 	Timeout   time.Duration
 	Stdin     []byte
 	SessionID string

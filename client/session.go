@@ -7,9 +7,14 @@ import (
 
 // SessionOptions are the optional params of session.create.
 type SessionOptions struct {
-	ID             string
-	Cwd            string
-	Env            map[string]*string
+	ID string
+	// Cwd is where the shell starts ("" = $HOME); one that is not a
+	// directory is refused.
+	Cwd string
+	Env map[string]*string
+	// CommandTimeout is each command's default timeout (0 = none). A
+	// command that times out is killed with the session's shell: the
+	// session is dead from then on (session_dead) until deleted.
 	CommandTimeout time.Duration
 }
 

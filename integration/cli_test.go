@@ -196,8 +196,8 @@ func TestCLIExecStoppedKillsTheCommand(t *testing.T) {
 		code               int
 	}{
 		{"SIGINT", syscall.SIGINT, false, false, 130},
-		{"SIGTERM", syscall.SIGTERM, false, false, 130},
-		{"SIGHUP", syscall.SIGHUP, false, false, 130},
+		{"SIGTERM", syscall.SIGTERM, false, false, 143},
+		{"SIGHUP", syscall.SIGHUP, false, false, 129},
 		{"SIGINT while stdout is not read", syscall.SIGINT, false, true, 130},
 		{"stdout closed", 0, false, false, 141},
 		{"stderr closed", 0, true, false, 141},
@@ -276,6 +276,31 @@ func TestCLIExecStoppedKillsTheCommand(t *testing.T) {
 // TestCLIAttachWithPipedStdin: the bytes are typed in; on a terminal the
 // command created, stdin's end ends the shell (exit code passed on), and
 // on an attached one it detaches, leaving the terminal running.
+// An exec that ends without a status of its own says why, and a session
+// that ended with it is named: its state is gone.
+func TestCLIExecSaysWhyItEnded(t *testing.T) {
+	d := startDaemon(t, nil)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"timeout", []string{"exec", "--timeout", "200ms", "--", "sleep 5"}, 124, "timed out after 200ms and was killed\n"},
+		{"timeout in a session", []string{"exec", "--session", "s", "--timeout", "200ms", "--", "sleep 5"}, 124,
+			`session "s" ended with it`},
+		{"a signal", []string{"exec", "--", "kill -KILL $$"}, 137, "killed by SIGKILL"},
+		{"a broken pipe, quietly", []string{"exec", "--", "kill -PIPE $$"}, 141, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := muxdCmd(t, d, "", tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) || (tc.want == "" && stderr != "") {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
+
 func TestCLIAttachWithPipedStdin(t *testing.T) {
 	d := startDaemon(t, nil)
 	out, _, code := muxdCmd(t, d, "echo piped-$((6*7)); exit 5\n", "attach")

@@ -49,7 +49,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	session := fs.String("session", "", "run in this session's shell, created on first use and again if its shell ended (its cwd, exports and functions persist)")
 	cwd := fs.String("cwd", "", "working `dir` (default: the daemon's cwd, or the session's)")
 	id := fs.String("id", "", "the command's `ID` (default: a new UUID), for muxd kill or muxd logs while it runs")
-	timeout := fs.Duration("timeout", 0, "kill the command after this `duration` (0 = none)")
+	timeout := fs.Duration("timeout", 0, "kill the command after this `duration` (0 = none); in a --session, the session ends with it")
 	withStdin := fs.Bool("stdin", false, "send this command's stdin to the command (read to EOF first)")
 	env := envList{}
 	fs.Var(env, "env", "set `NAME=VALUE` (repeatable)")
@@ -83,7 +83,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Ctrl-C, SIGTERM, SIGHUP (the terminal closed), a closed stdout or
 	// stderr (as `| head` does), a failed write or a daemon restart end
 	// the wait; all but the last kill the command too.
-	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	sigCtx, stop := signalContext(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(sigCtx)
 	defer cancel(nil)
@@ -163,9 +163,9 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case killErr != nil:
 			fmt.Fprintf(stderr, "muxd exec: interrupted, and killing the command failed: %v (muxd kill %s)\n", killErr, opts.ID)
 		default:
-			fmt.Fprintln(stderr, "muxd exec: interrupted; the command was killed")
+			fmt.Fprintf(stderr, "muxd exec: interrupted; the command was killed%s\n", sessionLost(c, *session))
 		}
-		return 130
+		return interruptedStatus(sigCtx)
 	}
 	if !streamed {
 		out.send(ctx, false, res.Stdout)
@@ -174,7 +174,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Everything written, unless the reader stopped reading: Ctrl-C
 	// still ends muxd exec then (the command has already ended).
 	if !out.finish(sigCtx) {
-		return 130
+		return interruptedStatus(sigCtx)
 	}
 	var writeErr *outputError
 	switch cause := context.Cause(ctx); {
@@ -184,7 +184,35 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "muxd exec: %v\n", writeErr)
 		return 1
 	}
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(stderr, "muxd exec: the command timed out after %v and was killed%s\n", *timeout, sessionLost(c, *session))
+	case res.ExitCode == nil && res.Signal != "" && res.Signal != "INT" && res.Signal != "PIPE":
+		// As a shell says "Killed" or "Terminated": a bare 137 is a riddle.
+		fmt.Fprintf(stderr, "muxd exec: the command was killed by SIG%s\n", res.Signal)
+	}
 	return exitCode(res.ExitCode, res.Signal, res.TimedOut)
+}
+
+// sessionLost says ", and session ID ended with it" when a session whose
+// command was killed (a timeout, or an interrupt it did not stop on) is
+// no longer alive: its cwd, exports and functions are gone.
+func sessionLost(c *client.Client, id string) string {
+	if id == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	list, err := c.ListSessions(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, s := range list {
+		if s.ID == id && s.Alive {
+			return ""
+		}
+	}
+	return fmt.Sprintf("; session %q ended with it (its cwd and exports are gone: the next muxd exec --session %s starts a fresh one)", id, id)
 }
 
 // execOutput writes an exec's live output on a goroutine of its own, in

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 
@@ -43,7 +42,7 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	sigCtx, stop := signalContext(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	ctx, fail := context.WithCancelCause(sigCtx)
 	defer fail(nil)
@@ -71,7 +70,7 @@ func runLogs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "muxd logs: %v\n", writeErr)
 		return 1
 	case sigCtx.Err() != nil:
-		return 130 // interrupted, as tail -f
+		return interruptedStatus(sigCtx) // interrupted, as tail -f
 	case err != nil:
 		fmt.Fprintf(stderr, "muxd logs: %v\n", err)
 		return 1
