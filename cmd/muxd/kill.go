@@ -16,9 +16,9 @@ import (
 const killUsage = `Usage: muxd kill [flags] ID
 
 Kills a process's whole tree (TERM, then KILL after --grace), or
-destroys the terminal with that ID, or else deletes the session with
-that ID, with what its commands started (--signal and --grace are for
-processes). Killing the command of muxd exec --session ends the session's
+removes a process that has ended (from muxd ps), or destroys the
+terminal with that ID, or else deletes the session with that ID, with
+what its commands started (--signal and --grace are for processes). Killing the command of muxd exec --session ends the session's
 shell (its cwd and exports are lost): --signal INT interrupts only the
 command, as Ctrl-C would.
 
@@ -50,7 +50,7 @@ func runKill(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *grace+10*time.Second)
 	defer cancel()
 	id := fs.Arg(0)
-	err := killID(ctx, c, fs, id, *sig, *grace)
+	err := killID(ctx, c, fs, stdout, id, *sig, *grace)
 	var refused *terminalFlagsError
 	switch {
 	case errors.As(err, &refused):
@@ -76,8 +76,17 @@ func (e *terminalFlagsError) Error() string {
 // killID kills the process with id, or drops the session execs queued
 // under it, or destroys the terminal with it, or deletes the session
 // with it (sessions never expire: the CLI must be able to free one).
-func killID(ctx context.Context, c *client.Client, fs *flag.FlagSet, id, sig string, grace time.Duration) error {
+func killID(ctx context.Context, c *client.Client, fs *flag.FlagSet, stdout io.Writer, id, sig string, grace time.Duration) error {
 	p, err := c.Process(ctx, id)
+	if err == nil && p.Info().Status != "running" {
+		// Nothing left to kill: drop its record, which muxd ps would
+		// otherwise list until it leaves retention.
+		if err := p.Remove(ctx); err != nil && !client.IsCode(err, mux.CodeNotFound) {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s had already ended (%s); removed it\n", id, p.Info().Status)
+		return nil
+	}
 	if err == nil {
 		g := grace
 		if g <= 0 {
