@@ -14,6 +14,7 @@ import (
 type Attachment struct {
 	t        *Terminal
 	readOnly bool
+	seq      uint64 // attach order, set under t.mu
 
 	done chan struct{} // closed by Detach: ends a pending Write
 
@@ -44,6 +45,8 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	}
 	a := &Attachment{t: t, readOnly: opts.ReadOnly, done: make(chan struct{})}
 	t.mu.Lock()
+	t.attachSeq++
+	a.seq = t.attachSeq
 	if t.destroyed {
 		t.mu.Unlock()
 		return nil, AttachInfo{}, ErrNotFound
@@ -338,11 +341,50 @@ func (a *Attachment) Write(p []byte) (int, error) {
 }
 
 // WriteContext is Write that also gives up when ctx ends.
+// Query answers from an attachment that is not the one answering are
+// dropped (see answers.go); n counts them as written.
 func (a *Attachment) WriteContext(ctx context.Context, p []byte) (int, error) {
 	if a.readOnly {
 		return len(p), nil
 	}
-	return a.t.write(ctx, a.done, p)
+	t := a.t
+	t.mu.Lock()
+	answerer := t.answererLocked()
+	if answerer == a {
+		t.typist = a // kept when a newer attachment comes
+	}
+	t.mu.Unlock()
+	if answerer == a {
+		return t.write(ctx, a.done, p)
+	}
+	kept, typed := dropAnswers(p)
+	if !typed {
+		return len(p), nil
+	}
+	t.mu.Lock()
+	if !a.detached {
+		t.typist = a
+	}
+	t.mu.Unlock()
+	if n, err := t.write(ctx, a.done, kept); err != nil {
+		return n, err
+	}
+	return len(p), nil
+}
+
+// answererLocked is the attachment whose query answers reach the
+// program: the one that typed last, else the newest that may write.
+func (t *Terminal) answererLocked() *Attachment {
+	if t.typist != nil && !t.typist.detached {
+		return t.typist
+	}
+	var newest *Attachment
+	for a := range t.atts {
+		if !a.readOnly && (newest == nil || a.seq > newest.seq) {
+			newest = a
+		}
+	}
+	return newest
 }
 
 // Resize resizes the terminal; ignored for a read-only attachment.
@@ -374,6 +416,9 @@ func (a *Attachment) Detach() {
 	a.detached = true
 	close(a.done)
 	delete(t.atts, a)
+	if t.typist == a {
+		t.typist = nil
+	}
 	t.progressLocked()
 	// Wake a Next blocked on this attachment; others recheck and wait again.
 	t.wakeLocked()

@@ -39,6 +39,8 @@ type Terminal struct {
 	cols, rows    int
 	ring          ring
 	atts          map[*Attachment]struct{}
+	attachSeq     uint64        // attachments made, for their order
+	typist        *Attachment   // the attachment that typed last, if attached
 	notify        chan struct{} // closed (and replaced) when output or state changes, if waiters is set
 	waiters       bool
 	progress      chan struct{} // closed (and replaced) when an attachment advances, if readerWaiting

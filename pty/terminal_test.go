@@ -169,6 +169,73 @@ func TestTwoAttachmentsSeeAllAndBothType(t *testing.T) {
 	}
 }
 
+// A query is answered by every viewer's emulator; only one answer may
+// reach the program: that of the attachment that typed last (before
+// anyone typed, the newest). The other's answers are dropped, its keys
+// are not, and typing makes it the answerer.
+func TestOnlyTheTypistsQueryAnswersReachTheProgram(t *testing.T) {
+	m := newTestManager(t, Config{})
+	term := startBash(t, m, "answers")
+	a1, _, err := term.Attach(AttachOptions{From: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _, err := term.Attach(AttachOptions{From: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1 := collect(t, a1)
+	collect(t, a2)
+	query := func(tag string, from, other *Attachment) {
+		t.Helper()
+		typeLine(t, from, `read -rs -d R -t 2 ans; echo "`+tag+`=${ans#*[}R"; read -rs -t 0.3 more; echo "more=${more:-none}"`)
+		// Both emulators answer, the other one first; the tty keeps
+		// them for read if it has not started yet.
+		if _, err := other.Write([]byte("\x1b[9;9R")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := from.Write([]byte("\x1b[5;5R")); err != nil {
+			t.Fatal(err)
+		}
+		c1.waitFor(t, tag+"=5;5R\r\nmore=none\r\n")
+	}
+	query("first", a1, a2)
+	// a2 types: now it answers, and a1's answers are dropped.
+	query("second", a2, a1)
+	if strings.Contains(c1.liveString(), "9;9") {
+		t.Errorf("a second answer reached the program:\n%q", c1.liveString())
+	}
+}
+
+func TestDropAnswers(t *testing.T) {
+	tests := []struct{ in, kept string }{
+		{"abc", "abc"},
+		{"\x1b[5;10R", ""},
+		{"\x1b[?1;2c", ""},
+		{"\x1b[>0;276;0c", ""},
+		{"\x1b[0n", ""},
+		{"\x1b[?2004;1$y", ""},
+		{"\x1b[8;24;80t", ""},
+		{"\x1b[?1u", ""},
+		{"\x1b]11;rgb:0000/0000/0000\x1b\\", ""},
+		{"\x1b]10;rgb:ffff/ffff/ffff\x07", ""},
+		{"\x1bP1$r0m\x1b\\", ""},
+		{"\x1bP>|xterm.js(5.5.0)\x1b\\", ""},
+		{"x\x1b[5;10Ry", "xy"},
+		// keys stay
+		{"\x1b[A\x1b[1;5C\x1bOR\x1b[200~hi\x1b[201~", "\x1b[A\x1b[1;5C\x1bOR\x1b[200~hi\x1b[201~"},
+		{"\x1b[<0;10;5M\x1b[I\x1b", "\x1b[<0;10;5M\x1b[I\x1b"},
+		{"\x1b]0;title\x07", "\x1b]0;title\x07"},
+		{"\x1b[5;10", "\x1b[5;10"}, // cut: not a whole answer
+	}
+	for _, tt := range tests {
+		kept, typed := dropAnswers([]byte(tt.in))
+		if string(kept) != tt.kept || typed != (tt.kept != "") {
+			t.Errorf("dropAnswers(%q) = %q, %v; want %q", tt.in, kept, typed, tt.kept)
+		}
+	}
+}
+
 func TestReadOnlyAttachmentInputDropped(t *testing.T) {
 	m := newTestManager(t, Config{})
 	term := startBash(t, m, "ro")
