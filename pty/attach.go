@@ -35,8 +35,8 @@ type Attachment struct {
 	exitSent bool
 }
 
-// clearScreen homes the cursor and erases the screen (not the scrollback).
-const clearScreen = "\x1b[H\x1b[2J"
+// clearScreen homes the cursor and erases the screen and the scrollback.
+const clearScreen = "\x1b[H\x1b[2J\x1b[3J"
 
 // Attach starts an attachment. See AttachOptions for where it starts.
 func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {

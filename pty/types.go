@@ -67,8 +67,9 @@ type AttachOptions struct {
 	// terminal, such as the Cloudflare SandboxAddon, which keeps its
 	// xterm.js across reconnects and only clears the screen.
 	ResetModes bool
-	// ClearScreen, with ResetModes, also clears the screen ahead of the
-	// replay: for a viewer of a terminal that was just created for it.
+	// ClearScreen, with ResetModes, also clears the screen and the
+	// scrollback ahead of the replay, which draws them again: for a
+	// viewer that may show an earlier terminal's screen.
 	ClearScreen bool
 }
 

@@ -86,11 +86,19 @@ func (s *termSocket) serve(ctx context.Context, conn *websocket.Conn, t *pty.Ter
 	}
 	start := time.Now()
 	// The SandboxAddon keeps its xterm.js across reconnects, in whatever
-	// modes the last terminal left it (alternate screen, mouse): without
-	// a cursor, reset them ahead of the replay. A terminal this socket
-	// created starts on a clear screen: the addon clears it itself only
-	// when no byte came before ready, and the reset is such a byte.
-	a, _, err := t.Attach(pty.AttachOptions{From: s.q.cursor, ResetModes: true, ClearScreen: created})
+	// modes the last terminal left it (alternate screen, mouse), and its
+	// clear() keeps the cursor's line: without a cursor, reset the modes
+	// and clear the screen ahead of the replay, or the replay is drawn
+	// over what the addon left (the addon clears only when no byte came
+	// before ready, and the reset is such a byte).
+	// A cursor counts bytes of one terminal instance: one past the end,
+	// or given for a terminal this socket has just created (the one it
+	// was seen on had exited), is another's, and the viewer is new here.
+	from := s.q.cursor
+	if created || from > t.Info().End {
+		from = -1
+	}
+	a, _, err := t.Attach(pty.AttachOptions{From: from, ResetModes: true, ClearScreen: true})
 	if err != nil {
 		_ = conn.Close(websocket.StatusInternalError, "terminal gone") // Best effort.
 		return

@@ -510,25 +510,54 @@ func TestWSTerminalBadQuery(t *testing.T) {
 	}
 }
 
-// TestWSTerminalClearsANewTerminal: the mode reset ahead of ready keeps
-// the addon from clearing the screen itself (it does when no byte came
-// first), so the socket that created a terminal clears it; a reattach
-// does not.
-func TestWSTerminalClearsANewTerminal(t *testing.T) {
+// TestWSTerminalClearsAheadOfAFullReplay: the mode reset ahead of ready
+// keeps the addon from clearing the screen itself (it does when no byte
+// came first), and its clear() before a reconnect keeps the cursor's
+// line: so a socket without a cursor gets its screen cleared ahead of
+// the replay, which then draws on a clean screen, and one with a cursor
+// gets neither reset nor clear. A cursor past the end, or for a
+// terminal that exited and is replaced, is another instance's: it gets
+// what a new viewer gets.
+func TestWSTerminalClearsAheadOfAFullReplay(t *testing.T) {
 	e := newWSTEnv(t, TerminalHandlerOptions{})
+	clear := append(termmodes.AppendResetAll(nil), "\x1b[H\x1b[2J\x1b[3J"...)
 	wc := e.dial(t, "/ws/terminal?id=cl", nil)
 	wc.waitReady()
-	reset := termmodes.AppendResetAll(nil)
-	if !bytes.HasPrefix(wc.pre.Bytes(), append(reset, "\x1b[H\x1b[2J"...)) {
+	if !bytes.HasPrefix(wc.pre.Bytes(), clear) {
 		t.Fatalf("a new terminal's bytes before ready: %q, want a mode reset and a clear first", wc.pre.Bytes())
 	}
 	wc.typeLine("echo replay-me")
 	wc.waitOutput("replay-me")
 	_ = wc.c.Close(websocket.StatusNormalClosure, "")
 	wc = e.dial(t, "/ws/terminal?id=cl", nil)
+	cursor := wc.waitReady()
+	if pre := wc.pre.Bytes(); !bytes.HasPrefix(pre, clear) || !bytes.Contains(pre, []byte("replay-me")) {
+		t.Fatalf("a reattach's bytes before ready: %q, want a reset, a clear, then the replay", pre)
+	}
+	_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	wc = e.dial(t, "/ws/terminal?id=cl&cursor="+strconv.FormatInt(cursor, 10), nil)
 	wc.waitReady()
-	if pre := wc.pre.Bytes(); bytes.Contains(pre, []byte("\x1b[2J")) || !bytes.Contains(pre, []byte("replay-me")) {
-		t.Fatalf("a reattach's bytes before ready: %q, want the replay and no clear", pre)
+	if pre := wc.pre.Bytes(); len(pre) != 0 {
+		t.Fatalf("a resume at the end: %q before ready, want nothing", pre)
+	}
+	_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	for _, q := range []string{"cursor=" + strconv.FormatInt(cursor+1000, 10)} {
+		wc = e.dial(t, "/ws/terminal?id=cl&"+q, nil)
+		wc.waitReady()
+		if pre := wc.pre.Bytes(); !bytes.HasPrefix(pre, clear) || !bytes.Contains(pre, []byte("replay-me")) {
+			t.Fatalf("%s: %q before ready, want a reset, a clear, then the replay", q, pre)
+		}
+		_ = wc.c.Close(websocket.StatusNormalClosure, "")
+	}
+	// The terminal exits; a viewer of it comes back with its cursor.
+	wc = e.dial(t, "/ws/terminal?id=cl", nil)
+	wc.waitReady()
+	wc.typeLine("exit")
+	wc.waitText("exit")
+	wc = e.dial(t, "/ws/terminal?id=cl&cursor="+strconv.FormatInt(cursor, 10), nil)
+	wc.waitReady()
+	if pre := wc.pre.Bytes(); !bytes.HasPrefix(pre, clear) {
+		t.Fatalf("the cursor of an exited terminal, on its replacement: %q before ready, want a reset and a clear", pre)
 	}
 }
 
