@@ -42,6 +42,12 @@ type Config struct {
 	// KillGrace is the TERM-to-KILL grace for timeouts, session deletion
 	// and Close (500 ms).
 	KillGrace time.Duration
+	// TrailGrace is how long a command's output is still taken after the
+	// command ended, from what it left running (200 ms): `echo a; (echo
+	// b) &` writes b after its shell exits, and `bash -c … | cat` would
+	// have it. Only a command that leaves a writer behind waits: a
+	// server started with & is cut off after it.
+	TrailGrace time.Duration
 	// ExitPollInterval is the exit watcher's polling fallback period
 	// (50 ms), used when fsnotify events do not arrive (network and FUSE
 	// filesystems).
@@ -64,6 +70,7 @@ func DefaultConfig() Config {
 		DefaultOutputLimit: 64 << 20,
 		MaxTimeout:         7 * 24 * time.Hour,
 		KillGrace:          500 * time.Millisecond,
+		TrailGrace:         200 * time.Millisecond,
 		ExitPollInterval:   50 * time.Millisecond,
 	}
 }
@@ -99,6 +106,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTimeout <= 0 {
 		c.MaxTimeout = d.MaxTimeout
+	}
+	if c.TrailGrace <= 0 {
+		c.TrailGrace = d.TrailGrace
 	}
 	if c.KillGrace <= 0 {
 		c.KillGrace = d.KillGrace

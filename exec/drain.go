@@ -30,6 +30,7 @@ type drain struct {
 	captured chan struct{} // closed once the command's bytes are all in the log
 	stopping chan struct{}
 	once     sync.Once
+	holdOnce sync.Once
 }
 
 func startDrain(f *os.File, l *outputLog) *drain {
@@ -105,6 +106,16 @@ func (d *drain) discard() {
 
 // discardAll (fifos.go) does the same for a FIFO no drain owned.
 
+// release closes our own write end of a FIFO, once the command is known
+// to have opened its own: EOF comes when the last writer goes.
+func (d *drain) release() {
+	d.holdOnce.Do(func() {
+		if d.hold >= 0 {
+			_ = unix.Close(d.hold) // Best effort: lets EOF through if nobody else writes.
+		}
+	})
+}
+
 // stop ends the capture once the writer side is known complete (the
 // command's marker arrived, or its process was reaped): it takes what is
 // buffered, never waiting for EOF, which background children holding the
@@ -112,9 +123,7 @@ func (d *drain) discard() {
 // command wrote.
 func (d *drain) stop() {
 	d.once.Do(func() {
-		if d.hold >= 0 {
-			_ = unix.Close(d.hold) // Best effort: lets EOF through if nobody else writes.
-		}
+		d.release()
 		_ = d.f.SetReadDeadline(time.Now()) // Best effort: fails only once closed.
 		<-d.captured
 		close(d.stopping)

@@ -3,6 +3,7 @@ package exec
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -78,9 +79,17 @@ func (c *cmdFIFOs) startDrains(logs [2]*outputLog) {
 // the logs (nil logs: discarded). A FIFO that reaches EOF has no writer
 // left and is kept for the next command; writers left behind (background
 // jobs) are drained to nowhere until they close theirs.
-func (c *cmdFIFOs) finish(logs [2]*outputLog, extra [2][]byte) {
+func (c *cmdFIFOs) finish(logs [2]*outputLog, extra [2][]byte, grace time.Duration) {
+	deadline := time.Now().Add(grace)
 	for i := range c.read {
 		if d := c.drains[i]; d != nil {
+			d.release()
+			t := time.NewTimer(time.Until(deadline))
+			select {
+			case <-d.captured:
+			case <-t.C:
+			}
+			t.Stop()
 			d.stop()
 			c.drains[i] = nil
 			_ = logs[i].append(extra[i]) // a full disk loses output, not the status
@@ -93,7 +102,7 @@ func (c *cmdFIFOs) finish(logs [2]*outputLog, extra [2][]byte) {
 			continue
 		}
 		bp := drainBufs.Get().(*[]byte)
-		eof := readAvailable(c.read[i], *bp, logs[i])
+		eof := readTrailing(c.read[i], *bp, logs[i], deadline)
 		drainBufs.Put(bp)
 		_ = logs[i].append(extra[i])
 		logs[i].finish()
@@ -101,6 +110,25 @@ func (c *cmdFIFOs) finish(logs [2]*outputLog, extra [2][]byte) {
 			f := os.NewFile(uintptr(c.read[i]), c.paths[i])
 			c.read[i] = -1
 			go discardAll(f)
+		}
+	}
+}
+
+// readTrailing appends what a non-blocking fd holds, and what comes
+// until EOF or deadline (a background job of the command writing on);
+// it reports EOF. Without such a writer EOF is there at once.
+func readTrailing(fd int, buf []byte, l *outputLog, deadline time.Time) (eof bool) {
+	for {
+		if readAvailable(fd, buf, l) {
+			return true
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return false
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(wait/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return false
 		}
 	}
 }

@@ -319,7 +319,11 @@ func (s *session) roundTrip(ctx context.Context, text, line string, timeout time
 	if o.died {
 		extra[0] = s.stray // after the command's own output: its EXIT trap's
 	}
-	s.fifos.finish(logs, extra)
+	grace := s.e.cfg.TrailGrace
+	if o.timedOut || o.died {
+		grace = 0
+	}
+	s.fifos.finish(logs, extra, grace)
 	return o, err
 }
 

@@ -32,8 +32,11 @@ func TestSessionFIFOReuseNeverMixesOutputs(t *testing.T) {
 		n := strconv.Itoa(i)
 		cmd, wantOut, wantErr := "printf o"+n+"; printf 'e"+n+"\\0' >&2", "o"+n, "e"+n+"\x00"
 		switch i % 50 {
-		case 10: // leaves a writer on both FIFOs that writes later
+		case 10: // leaves a writer on both FIFOs that writes soon after: its output is the command's
 			cmd = "(sleep 0.05; echo LATE; echo LATE >&2) & " + cmd
+			wantOut, wantErr = wantOut+"LATE\n", wantErr+"LATE\n"
+		case 40: // leaves a writer that writes past TrailGrace: in no result
+			cmd = "(sleep 0.5; echo LATER; echo LATER >&2) & " + cmd
 		case 20: // slow: drained by goroutines
 			cmd = "sleep 0.01; " + cmd
 		case 30: // more than a pipe buffer, fast

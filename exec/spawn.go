@@ -107,17 +107,24 @@ func (e *Engine) supervise(p *process, child *proc.Process, drains [2]*drain, ti
 		defer t.Stop()
 		timer = t.C
 	}
+	timedOut := false
 	select {
 	case <-child.Done():
 	case <-timer:
+		timedOut = true
 		p.mu.Lock()
 		p.timedOut = true
 		p.mu.Unlock()
 		_ = child.KillTree(killTERM, e.cfg.KillGrace) // Best effort: it may be gone.
 		<-child.Done()
 	}
-	// The child is reaped: everything it wrote is in the pipes. Take it,
-	// without waiting on descendants that may hold the pipes open.
+	// The child is reaped: everything it wrote is in the pipes. What it
+	// left running may write on (a background job): give that a moment
+	// to reach EOF, then take what is there, without waiting on
+	// descendants that hold the pipes open for good.
+	if !timedOut {
+		waitCaptured(drains, e.cfg.TrailGrace)
+	}
 	for _, d := range drains {
 		d.stop()
 	}
@@ -130,6 +137,20 @@ func (e *Engine) supervise(p *process, child *proc.Process, drains [2]*drain, ti
 	e.retire(p)
 	p.end()
 	e.emit("process.exited", p)
+}
+
+// waitCaptured waits until each drain reached EOF by itself (no writer
+// left), or grace passes.
+func waitCaptured(drains [2]*drain, grace time.Duration) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for _, d := range drains {
+		select {
+		case <-d.captured:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 func closeAll(fs ...*os.File) {

@@ -116,6 +116,42 @@ func TestStatelessExecBackgroundChildDoesNotHang(t *testing.T) {
 	}
 }
 
+// What a command leaves running may write after the command's shell
+// exited: `bash -c … | cat` has that output, and so must the result and
+// the log, for a process too; a writer that stays (a server) is cut off
+// after TrailGrace. A session command's background job likewise.
+func TestOutputWrittenJustAfterTheCommandIsKept(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.TrailGrace = time.Second })
+	sid := newSession(t, e, SessionOptions{})
+	for i := range 50 {
+		r := mustExec(t, e, ExecRequest{Command: "echo lead; (echo child; echo err >&2) &"})
+		if string(r.Stdout) != "lead\nchild\n" || string(r.Stderr) != "err\n" {
+			t.Fatalf("exec run %d: stdout %q stderr %q, want the child's output too", i, r.Stdout, r.Stderr)
+		}
+		r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "(echo child; echo err >&2) & echo lead; wait_not=1"})
+		if !strings.Contains(string(r.Stdout), "child\n") || !strings.Contains(string(r.Stdout), "lead\n") || string(r.Stderr) != "err\n" {
+			t.Fatalf("session run %d: stdout %q stderr %q, want the job's output too", i, r.Stdout, r.Stderr)
+		}
+	}
+	p, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{Command: "echo lead; (sleep 0.1; echo child) &"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitProcess(ctxT(t, 10*time.Second), p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _, err := e.ReadOutput(p.ID, Stdout, 0, 100); err != nil || string(out) != "lead\nchild\n" {
+		t.Fatalf("process log %q %v, want the child's output too", out, err)
+	}
+	// A writer that stays is cut off after the grace, not waited for.
+	start := time.Now()
+	r := mustExec(t, e, ExecRequest{Command: "sleep 100 & echo $!; echo started"})
+	defer killPid(atoi(t, strings.Fields(string(r.Stdout))[0]))
+	if d := time.Since(start); d > 5*time.Second || !strings.HasSuffix(string(r.Stdout), "started\n") {
+		t.Fatalf("exec with a server left running: %v, %q", d, r.Stdout)
+	}
+}
+
 func TestStatelessExecTruncatesButKeepsFullOutput(t *testing.T) {
 	e := newTestEngine(t)
 	r := mustExec(t, e, ExecRequest{Command: "head -c 1000 /dev/zero", MaxOutput: 10})
