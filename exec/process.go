@@ -117,7 +117,7 @@ func (p *process) finish(code int, sig syscall.Signal, sigName string) {
 	switch {
 	case p.timedOut:
 		p.status = StatusTimedOut
-	case p.killed && code < 0:
+	case p.killed:
 		p.status = StatusKilled
 	default:
 		p.status = StatusExited

@@ -171,6 +171,21 @@ func TestKillLeavesNoDescendantAlive(t *testing.T) {
 	}
 }
 
+// A process that ends cleanly on process.kill's TERM was still ended by
+// it: status killed, with the exit code it chose.
+func TestKillOfAProcessThatExitsCleanlyIsKilled(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "trap 'exit 0' TERM; echo ready; sleep 100 & wait"})
+	waitLines(t, e, p.ID, 1)
+	if err := e.KillProcess(p.ID, unix.SIGTERM, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	info := waitProc(t, e, p.ID)
+	if info.Status != StatusKilled || info.ExitCode == nil || *info.ExitCode != 0 {
+		t.Errorf("after process.kill: %+v, want killed with exit code 0", info)
+	}
+}
+
 // A launcher that starts a daemon and exits: killing the ended process
 // ends the daemon, and its recorded end stays.
 func TestKillEndedProcessEndsWhatItLeft(t *testing.T) {
