@@ -28,6 +28,12 @@ type Options struct {
 	NoReconnect bool
 	// MaxBackoff caps the wait between reconnect attempts (default 2 s).
 	MaxBackoff time.Duration
+	// Unreachable is how long the client keeps calls waiting for a
+	// daemon it cannot reach (default 60 s; negative: for ever). Past
+	// it, calls waiting for a connection and new ones fail at once with
+	// ErrUnreachable, rather than hang on a daemon that died; the client
+	// keeps dialing, and calls work again once it connects.
+	Unreachable time.Duration
 	// OnNotify receives the daemon's notifications (process.exited, ...);
 	// it runs on one goroutine per connection and must not block long.
 	OnNotify func(method string, params json.RawMessage)
@@ -67,7 +73,10 @@ type Client struct {
 	// mu guards the fields below; never held across network I/O.
 	mu      sync.Mutex
 	conn    *mux.Conn     // current connection; nil while reconnecting
-	changed chan struct{} // closed (and replaced) whenever conn changes
+	changed chan struct{} // closed (and replaced) whenever conn or unreachable changes
+	// unreachable is set while reconnecting has failed for longer than
+	// Options.Unreachable.
+	unreachable error
 	boot    string
 	closed  bool
 	ctx     context.Context // ends on Close
@@ -123,6 +132,9 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	}
 	if opts.Name == "" {
 		opts.Name = "muxd-go-client"
+	}
+	if opts.Unreachable == 0 {
+		opts.Unreachable = 60 * time.Second
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 2 * time.Second
@@ -250,10 +262,14 @@ func (c *Client) supervise(conn *mux.Conn) {
 // redial dials until it succeeds or the client closes.
 func (c *Client) redial() *mux.Conn {
 	backoff := 20 * time.Millisecond
+	since := time.Now()
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 		conn, err := c.dial(ctx)
 		cancel()
+		if err != nil && c.opts.Unreachable > 0 && time.Since(since) >= c.opts.Unreachable {
+			c.setUnreachable(fmt.Errorf("%w for %v: %v", ErrUnreachable, time.Since(since).Round(time.Second), err))
+		}
 		if err == nil {
 			boot := conn.Hello().Boot
 			c.mu.Lock()
@@ -276,10 +292,24 @@ func (c *Client) redial() *mux.Conn {
 	}
 }
 
+// setUnreachable fails the calls that wait for a connection with err.
+func (c *Client) setUnreachable(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := c.unreachable == nil
+	c.unreachable = err
+	if first {
+		c.log.Warn("giving up waiting for the daemon", "err", err)
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
 func (c *Client) setConn(conn *mux.Conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.conn = conn
+	c.unreachable = nil
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
@@ -292,7 +322,7 @@ func (c *Client) Conn(ctx context.Context) (*mux.Conn, error) {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
-		conn, changed := c.conn, c.changed
+		conn, changed, unreachable := c.conn, c.changed, c.unreachable
 		c.mu.Unlock()
 		if conn != nil {
 			select {
@@ -300,6 +330,9 @@ func (c *Client) Conn(ctx context.Context) (*mux.Conn, error) {
 			default:
 				return conn, nil
 			}
+		}
+		if unreachable != nil {
+			return nil, unreachable
 		}
 		if c.opts.NoReconnect && conn == nil {
 			return nil, ErrDisconnected
@@ -319,6 +352,21 @@ func (c *Client) Boot() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.boot
+}
+
+// background runs fn on a goroutine that Close waits for, unless the
+// client is closed already.
+func (c *Client) background(fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
 }
 
 // Close ends the connection and stops reconnecting.

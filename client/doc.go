@@ -7,7 +7,9 @@
 // readers of [Process.Stdout], [Process.Stderr] and [Terminal] resume at
 // the byte where they stopped, with no gap and no duplicate. When the
 // daemon itself restarted (a new boot id), resources are gone and calls
-// on them fail with not_found or gone.
+// on them fail with not_found or gone. A daemon that stays out of reach
+// (it died) fails the calls waiting for it with [ErrUnreachable] after
+// [Options.Unreachable] (a minute by default), never hangs them.
 //
 // All methods are safe for concurrent use, except that each reader
 // (Stdout, Stderr, a Terminal's Read) should be read by one goroutine.

@@ -14,6 +14,10 @@ var (
 	// ErrDisconnected is returned by a request whose socket dropped while
 	// it was pending and that cannot safely be sent again.
 	ErrDisconnected = errors.New("client: disconnected while the request was pending")
+	// ErrUnreachable is returned by calls made, or waiting for a
+	// connection, while the daemon has been out of reach for longer than
+	// Options.Unreachable.
+	ErrUnreachable = errors.New("client: the daemon has been unreachable")
 	// ErrReadOnly is returned by a read-only terminal attachment's Write,
 	// Resize and Signal: the daemon drops them.
 	ErrReadOnly = errors.New("client: read-only attachment")

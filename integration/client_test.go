@@ -751,3 +751,43 @@ func TestClientExecOnOutputWithoutALiveChannel(t *testing.T) {
 		t.Errorf("OnOutput got %q, want the whole output once", got)
 	}
 }
+
+// A daemon that died and stays away fails the calls waiting for it
+// after Options.Unreachable, and new calls at once, instead of hanging
+// them; when a daemon answers again, calls work again.
+func TestClientGivesUpOnADaemonThatStaysAway(t *testing.T) {
+	a := startDaemon(t, nil)
+	c := a.dial(t, client.Options{Unreachable: 500 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	ctx := ctxT(t, 30*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, "sleep 30", client.ExecOptions{})
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); len(descendants(a.Pid())) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // polling /proc: there is no event to wait on
+	}
+	_ = a.cmd.Process.Kill() // our own child, by pid
+	<-a.exited
+	start := time.Now()
+	if err := recvOrTimeout(t, done, 10*time.Second); !errors.Is(err, client.ErrUnreachable) {
+		t.Fatalf("Exec across the daemon's death: %v, want ErrUnreachable", err)
+	}
+	t.Logf("Exec gave up %v after the daemon died", time.Since(start).Round(time.Millisecond))
+	if _, err := c.ServerInfo(ctx); !errors.Is(err, client.ErrUnreachable) {
+		t.Fatalf("a new call while unreachable: %v, want ErrUnreachable at once", err)
+	}
+	b := startDaemon(t, nil, "--listen", strings.TrimPrefix(a.URL, "http://"))
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		info, err := c.ServerInfo(ctx)
+		if err == nil {
+			if info.Boot == c.Boot() && c.Boot() != "" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls did not work again once a daemon answered (%s): %v", b.URL, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
