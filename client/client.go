@@ -77,11 +77,11 @@ type Client struct {
 	// unreachable is set while reconnecting has failed for longer than
 	// Options.Unreachable.
 	unreachable error
-	boot    string
-	closed  bool
-	ctx     context.Context // ends on Close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	boot        string
+	closed      bool
+	ctx         context.Context // ends on Close
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 
 	// events feeds the goroutine of OnDisconnect and OnReconnect:
 	// outside wg, so the callbacks may call Close.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/muxd/muxd/mux"
 )
 
@@ -211,12 +212,13 @@ func drainGaps(ctx context.Context, f *follower, fn func(stream string, data []b
 }
 
 // Stdin returns the process's stdin (started with Stdin: true). Close
-// sends EOF. Writes resume on a new socket after a reconnect.
+// sends EOF. Writes resume on a new socket after a reconnect, each byte
+// reaching the process once.
 func (p *Process) Stdin() io.WriteCloser {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stdin == nil {
-		p.stdin = &stdinWriter{p: p}
+		p.stdin = &stdinWriter{p: p, name: uuid.NewString()}
 	}
 	return p.stdin
 }
@@ -321,7 +323,8 @@ func (p *Process) readAll(ctx context.Context, stream string, limit int64) ([]by
 // stdinWriter writes to a process channel's DATA.
 type stdinWriter struct {
 	p *Process
-	// mu guards f; held across a write so writes stay ordered.
+	// mu guards f and the stream's accounting below; held across a
+	// write so writes stay ordered.
 	mu sync.Mutex
 	f  *follower
 	// cur is f's open channel, for a Close that comes while a Write
@@ -330,19 +333,77 @@ type stdinWriter struct {
 	// ended is set when the daemon ended the channel (the process
 	// exited): a Close after it has nothing left to do.
 	ended atomic.Bool
+
+	// name is this writer's stdin stream at the daemon, which counts
+	// the stream's bytes written to the process. sent counts the bytes
+	// handed to channels; unsure holds those from base on that the daemon
+	// may not have written yet (a drop may have lost them); chanStart is
+	// where the open channel's bytes begin in the stream.
+	name                  string
+	sent, base, chanStart int64
+	unsure                []byte
 }
 
+// stdinChunk is how much of a Write goes to the channel at a time, so the
+// bytes kept for a resend stay about a window.
+const stdinChunk = 32 << 10
+
 func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
-	if w.f == nil || w.f.ch == nil {
+	for w.f == nil || w.f.ch == nil {
 		w.f = newFollower(w.p.c, w.p.id, w.p.instance, true)
 		w.f.offs[1], w.f.offs[2] = skipOffset, skipOffset // no output: stdin only
+		w.f.stdinWriter = w.name
 		if err := w.f.open(ctx); err != nil {
 			return nil, err
 		}
-		w.cur.Store(w.f.ch)
-		go w.discard(w.f.ch)
+		ch := w.f.ch
+		go w.discard(ch)
+		if err := w.resend(ch); err != nil {
+			if lost(w.f.conn, err) {
+				w.f.drop()
+				continue
+			}
+			_ = ch.Close() // Best effort.
+			return nil, err
+		}
+		w.cur.Store(ch)
 	}
 	return w.f.ch, nil
+}
+
+// resend sends again, on a channel just opened, what the daemon had not
+// written of this stream: it says how much it wrote.
+func (w *stdinWriter) resend(ch *mux.Channel) error {
+	n := w.f.stdinWritten
+	if n == nil {
+		// A daemon that does not count the stream: bytes that were in
+		// flight on a socket that dropped may be lost.
+		w.base, w.chanStart, w.unsure = w.sent, w.sent, w.unsure[:0]
+		return nil
+	}
+	if *n < w.base || *n > w.sent {
+		return fmt.Errorf("client: stdin of %s: the daemon has written %d bytes of this writer's %d, and it kept only those from %d on to send again (the daemon forgot the stream)", w.p.id, *n, w.sent, w.base)
+	}
+	w.unsure = append(w.unsure[:0], w.unsure[*n-w.base:]...)
+	w.base, w.chanStart = *n, *n
+	if len(w.unsure) == 0 {
+		return nil
+	}
+	_, err := ch.Write(w.unsure)
+	return err
+}
+
+// sentOn records b as sent on ch, and forgets what the daemon is known
+// to have written: the credit it gave back, which it returns only once
+// the bytes are in the process's stdin.
+func (w *stdinWriter) sentOn(ch *mux.Channel, b []byte) {
+	w.sent += int64(len(b))
+	w.unsure = append(w.unsure, b...)
+	if known := w.chanStart + ch.Returned(); known > w.base {
+		drop := min(known-w.base, int64(len(w.unsure)))
+		w.unsure = append(w.unsure[:0], w.unsure[drop:]...)
+		w.base += drop
+	}
 }
 
 // discard drains a stdin channel's output so its credit keeps flowing,
@@ -373,29 +434,31 @@ func (w *stdinWriter) discard(ch *mux.Channel) {
 }
 
 // Write sends p to the process's stdin, blocking for credit. After a
-// disconnect the rest of p goes out on the new socket; bytes that were
-// queued on the old one when it dropped may be lost.
+// disconnect the rest goes out on the new socket, after what the daemon
+// had not written yet: every byte reaches the process once.
 func (w *stdinWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	done := 0 // across sockets: io.Writer counts all of p
-	for {
+	for len(p) > 0 {
 		ch, err := w.channel(context.Background())
 		if err != nil {
 			return done, err
 		}
-		n, err := ch.Write(p)
+		chunk := p[:min(len(p), stdinChunk)]
+		n, err := ch.Write(chunk)
+		w.sentOn(ch, chunk[:n])
 		done += n
-		if err == nil {
-			return done, nil
-		}
-		if !lost(w.f.conn, err) {
-			return done, err
-		}
-		w.cur.Store(nil)
-		w.f.drop()
 		p = p[n:]
+		if err != nil {
+			if !lost(w.f.conn, err) {
+				return done, err
+			}
+			w.cur.Store(nil)
+			w.f.drop()
+		}
 	}
+	return done, nil
 }
 
 // Close sends EOF: the process reads end of file. After a disconnect it

@@ -45,6 +45,11 @@ type follower struct {
 	buf      []byte
 	exit     *ExitInfo
 	done     bool
+	// stdinWriter names the stdin stream this channel writes, if any;
+	// stdinWritten is how many of its bytes the daemon had written when
+	// the channel opened (nil from a daemon that does not count them).
+	stdinWriter  string
+	stdinWritten *int64
 
 	// ctx ends with close, from any goroutine: it closes the open
 	// channel and ends a (re)open waiting for the daemon. unwatch drops
@@ -71,11 +76,12 @@ func newFollower(c *Client, id, instance string, follow bool) *follower {
 }
 
 type processOpenParams struct {
-	ID       string `json:"id"`
-	Instance string `json:"instance,omitempty"`
-	Stdout   int64  `json:"stdout"`
-	Stderr   int64  `json:"stderr"`
-	Follow   bool   `json:"follow"`
+	ID          string `json:"id"`
+	Instance    string `json:"instance,omitempty"`
+	Stdout      int64  `json:"stdout"`
+	Stderr      int64  `json:"stderr"`
+	Follow      bool   `json:"follow"`
+	StdinWriter string `json:"stdinWriter,omitempty"`
 }
 
 func (f *follower) open(ctx context.Context) error {
@@ -88,7 +94,8 @@ func (f *follower) open(ctx context.Context) error {
 			return closedOr(f.ctx, err)
 		}
 		ch, meta, err := conn.Open(ctx, "process", f.c.opts.StreamWindow, processOpenParams{
-			ID: f.id, Instance: f.instance, Stdout: f.offs[1], Stderr: f.offs[2], Follow: f.follow})
+			ID: f.id, Instance: f.instance, Stdout: f.offs[1], Stderr: f.offs[2], Follow: f.follow,
+			StdinWriter: f.stdinWriter})
 		if err != nil {
 			if lost(conn, err) && f.ctx.Err() == nil {
 				continue
@@ -97,9 +104,11 @@ func (f *follower) open(ctx context.Context) error {
 		}
 		f.unwatch = context.AfterFunc(f.ctx, func() { _ = ch.Close() }) // close, from any goroutine
 		var m struct {
-			Instance string `json:"instance"`
+			Instance     string `json:"instance"`
+			StdinWritten *int64 `json:"stdinWritten"`
 		}
 		_ = json.Unmarshal(meta, &m) // Best effort: the instance only pins later reopens.
+		f.stdinWritten = m.StdinWritten
 		if f.instance == "" {
 			f.instance = m.Instance
 		}

@@ -46,6 +46,7 @@ type process struct {
 	extraFiles  []string // command and snapshot files to remove with the record
 	filesGone   bool
 	stdinWriter sync.Mutex // serializes stdin writes; taken before mu, never under it
+	stdinState  stdinState // named stdin streams (stdin.go), guarded by mu
 }
 
 func (e *Engine) newProcess(id, command, sessionID string, isExec bool, limit int64) *process {
@@ -255,25 +256,14 @@ func (e *Engine) HasStdin(id string) bool {
 }
 
 // WriteStdin writes to a process started with Stdin. It may block while
-// the pipe is full; writes are serialized.
+// the pipe is full; writes are serialized. See AttachStdin for writes
+// that survive a writer's reconnect.
 func (e *Engine) WriteStdin(id string, b []byte) (int, error) {
 	p, err := e.lookup(id)
 	if err != nil {
 		return 0, err
 	}
-	p.stdinWriter.Lock()
-	defer p.stdinWriter.Unlock()
-	p.mu.Lock()
-	f := p.stdin
-	p.mu.Unlock()
-	if f == nil {
-		return 0, fmt.Errorf("%w: process %q", ErrNotWritable, id)
-	}
-	n, err := f.Write(b)
-	if err != nil {
-		return n, fmt.Errorf("%w: %v", ErrNotWritable, err)
-	}
-	return n, nil
+	return p.writeStdin(nil, b)
 }
 
 // CloseStdin closes a process's stdin: its readers get EOF.

@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -210,6 +212,41 @@ func TestClientStdinAcrossADroppedSocket(t *testing.T) {
 		}
 		_ = p.Stdin().Close()
 		_, _ = p.Wait(ctx)
+		if out, _, _, _ := p.Read(ctx, "stdout", 0, 100); strings.TrimSpace(string(out)) != "4194304" {
+			t.Errorf("wc -c read %q bytes, want 4194304: each byte once", out)
+		}
+	})
+
+	t.Run("every byte once across several drops", func(t *testing.T) {
+		p, err := c.StartProcess(ctx, "sha256sum", client.ProcessOptions{Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 64<<10)
+		sum := sha256.New()
+		in := p.Stdin()
+		for i := range 200 {
+			for j := range data {
+				data[j] = byte(i*7 + j*13)
+			}
+			sum.Write(data)
+			if i%50 == 25 {
+				dropSockets(t, d)
+			}
+			if _, err := in.Write(data); err != nil {
+				t.Fatalf("Write %d: %v", i, err)
+			}
+		}
+		if err := in.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out, _, _, _ := p.Read(ctx, "stdout", 0, 200)
+		if want := hex.EncodeToString(sum.Sum(nil)); !strings.HasPrefix(string(out), want) {
+			t.Errorf("sha256sum of stdin %.64s, want %s: bytes lost or doubled across the drops", out, want)
+		}
 	})
 }
 

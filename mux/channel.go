@@ -32,6 +32,7 @@ type Channel struct {
 	filling       bool  // a FillStream is filling a frame (credit and budget reserved)
 	smallQueued   int   // CTRL/EOF frames of ours waiting
 	sendCredit    int64 // DATA bytes we may still send
+	returned      int64 // credit the peer gave back with WINDOW, in all
 	inputEnabled  bool
 	granted       int64 // input window granted to the peer (budget held)
 	recvAvail     int64 // credit the peer may still use
@@ -145,6 +146,15 @@ func (ch *Channel) Credit() int {
 	ch.c.mu.Lock()
 	defer ch.c.mu.Unlock()
 	return int(ch.sendCredit)
+}
+
+// Returned is the credit the peer has given back with WINDOW since the
+// channel opened. A peer that returns credit once its sink took the
+// bytes (a process's stdin) has taken at least that many.
+func (ch *Channel) Returned() int64 {
+	ch.c.mu.Lock()
+	defer ch.c.mu.Unlock()
+	return ch.returned
 }
 
 // Read reads DATA and returns the credit to the peer once the bytes are

@@ -356,6 +356,7 @@ func (c *Conn) handleWindow(id uint32, n uint32) {
 		return
 	}
 	ch.sendCredit += int64(n)
+	ch.returned += int64(n)
 	if ch.sendCredit > maxWindow {
 		e := NewError(CodeFlowControl, "credit exceeds 2^31-1")
 		ch.queueCloseLocked(e)

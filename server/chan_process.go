@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/muxd/muxd/exec"
+	"github.com/muxd/muxd/internal/ids"
 	"github.com/muxd/muxd/mux"
 )
 
@@ -21,6 +22,10 @@ type processOpenParams struct {
 	Stdout   int64  `json:"stdout"`
 	Stderr   int64  `json:"stderr"`
 	Follow   *bool  `json:"follow"`
+	// StdinWriter names the client's stdin stream (an extension of
+	// PROTOCOL.md): its count of bytes written comes back in the meta,
+	// so a client that lost a socket sends again from there.
+	StdinWriter string `json:"stdinWriter"`
 }
 
 type streamRange struct {
@@ -32,6 +37,9 @@ type processOpenMeta struct {
 	Instance string      `json:"instance"`
 	Stdout   streamRange `json:"stdout"`
 	Stderr   streamRange `json:"stderr"`
+	// StdinWritten is, with stdinWriter, how many of that stream's bytes
+	// the process's stdin took.
+	StdinWritten *int64 `json:"stdinWritten,omitempty"`
 }
 
 func (b *backend) openProcess(ctx context.Context, ch *mux.Channel, params json.RawMessage) (any, error) {
@@ -41,6 +49,9 @@ func (b *backend) openProcess(ctx context.Context, ch *mux.Channel, params json.
 	}
 	if err := need("id", p.ID); err != nil {
 		return nil, err
+	}
+	if err := ids.Check(p.StdinWriter); err != nil {
+		return nil, mux.ErrInvalidParams("stdinWriter: " + err.Error())
 	}
 	if p.Stdout < 0 || p.Stderr < 0 {
 		return nil, mux.ErrInvalidParams("offsets must be ≥ 0")
@@ -83,13 +94,22 @@ func (b *backend) openProcess(ctx context.Context, ch *mux.Channel, params json.
 	}
 	ch.SetClass(mux.ClassProcess)
 	stdin := e.HasStdin(p.ID)
+	write := func(b []byte) (int, error) { return e.WriteStdin(p.ID, b) }
+	if stdin && p.StdinWriter != "" {
+		w, written, err := e.AttachStdin(p.ID, p.StdinWriter)
+		if err != nil {
+			closePumps(readers)
+			return nil, execError(err)
+		}
+		write, meta.StdinWritten = w.Write, &written
+	}
 	ch.SetInputEnabled(stdin)
 	ch.OnCtrl(func(op json.RawMessage) { b.processCtrl(p.ID, op) })
 	// exit follows the last byte when following, and with follow:false
 	// too once the process has ended (then end is final).
 	exit := follow || info.Status != exec.StatusRunning
 	go b.pumpProcessOut(ctx, ch, p.ID, readers, exit)
-	go b.pumpProcessIn(ch, p.ID, stdin)
+	go b.pumpProcessIn(ch, p.ID, stdin, write)
 	return meta, nil
 }
 
@@ -217,7 +237,7 @@ func (b *backend) pumpStream(ctx context.Context, ch *mux.Channel, sp *streamPum
 
 // pumpProcessIn writes client DATA to stdin, returning credit once the
 // write returned; client EOF closes stdin.
-func (b *backend) pumpProcessIn(ch *mux.Channel, id string, stdin bool) {
+func (b *backend) pumpProcessIn(ch *mux.Channel, id string, stdin bool, write func([]byte) (int, error)) {
 	// Without stdin the read only waits for EOF or a refused DATA: no
 	// buffer worth the name for every channel that just follows output.
 	buf := make([]byte, 1)
@@ -231,8 +251,12 @@ func (b *backend) pumpProcessIn(ch *mux.Channel, id string, stdin bool) {
 				_ = ch.CloseWithError(mux.NewError(mux.CodeNotWritable, "process %s was not started with stdin:true", id))
 				return
 			}
-			if _, werr := b.engine.e.WriteStdin(id, buf[:n]); werr != nil {
-				_ = ch.CloseWithError(mux.NewError(mux.CodeNotWritable, "stdin of %s: %v", id, werr))
+			if _, werr := write(buf[:n]); werr != nil {
+				code := mux.CodeNotWritable
+				if errors.Is(werr, exec.ErrSuperseded) {
+					code = mux.CodeGone // its writer came back on another channel
+				}
+				_ = ch.CloseWithError(mux.NewError(code, "stdin of %s: %v", id, werr))
 				return
 			}
 			ch.Consumed(n)

@@ -178,6 +178,64 @@ func TestProcessChannelConforms(t *testing.T) {
 	}
 }
 
+// stdinWriter (muxd's extension) names a client's stdin stream: the meta
+// counts its bytes written, a second channel under the name takes over
+// (the first is closed with gone), and a bad name is refused.
+func TestProcessChannelStdinWriter(t *testing.T) {
+	_, url := testServer(t, nil)
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mustCall(t, conn, "process.start", obj{"id": "cat", "command": "cat", "stdin": true})
+	open := func(params obj) (*mux.Channel, obj) {
+		t.Helper()
+		ch, meta, err := conn.Open(ctx, "process", 64<<10, params)
+		if err != nil {
+			t.Fatalf("OPEN %v: %v", params, err)
+		}
+		var m obj
+		_ = json.Unmarshal(meta, &m)
+		return ch, m
+	}
+	plain, m := open(obj{"id": "cat"})
+	if _, ok := m["stdinWritten"]; ok {
+		t.Errorf("meta without stdinWriter: %v, want no stdinWritten", m)
+	}
+	_ = plain.Close()
+	first, m := open(obj{"id": "cat", "stdinWriter": "w"})
+	if m["stdinWritten"] != 0.0 {
+		t.Fatalf("meta: %v, want stdinWritten 0", m)
+	}
+	if _, err := first.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	out := events(first)
+	readUntilData(t, out, "hello\n", 5*time.Second) // written: the count is final
+
+	second, m := open(obj{"id": "cat", "stdinWriter": "w"})
+	defer second.Close()
+	if m["stdinWritten"] != 6.0 {
+		t.Fatalf("meta of the writer's second channel: %v, want stdinWritten 6", m)
+	}
+	_, _ = first.Write([]byte("late\n")) // it may fail at once: the channel is closed
+	var end error
+	for ev := range out {
+		if ev.err != nil {
+			end = ev.err
+			break
+		}
+	}
+	wantErr(t, "the superseded channel", end, mux.CodeGone)
+	if _, err := second.Write([]byte("next\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readUntilData(t, events(second), "next\n", 5*time.Second); got != "\x01hello\n\x01next\n" {
+		t.Errorf("cat read %q, want hello and next only: the superseded channel wrote nothing more", got)
+	}
+	_, _, err := conn.Open(ctx, "process", 64<<10, obj{"id": "cat", "stdinWriter": "a\u202eb"})
+	wantErr(t, "OPEN with a bad stdinWriter", err, mux.CodeProtocol)
+}
+
 func TestProcessChannelLiveConforms(t *testing.T) {
 	_, url := testServer(t, nil)
 	conn := rawConn(t, url, client.Options{NoReconnect: true})
