@@ -41,7 +41,19 @@ type termSocket struct {
 	// nothing about the peer.
 	typingSince atomic.Int64
 	blockedAt   atomic.Int64
+
+	// readySent is set once ready went out, and lastSent is when a frame
+	// last did (UnixNano): an idle socket gets a heartbeat (see ping).
+	readySent atomic.Bool
+	lastSent  atomic.Int64
 }
+
+// heartbeatMessage keeps a proxied socket from looking idle: WebSocket
+// pings are answered hop by hop, and Cloudflare's proxy forwards only
+// messages, so pings never reach the browser's side, which is cut after
+// about 100 s without one. The SDK's addon ignores message types it does
+// not know.
+var heartbeatMessage = []byte(`{"type":"heartbeat"}`)
 
 // Server → client control messages.
 type termReady struct {
@@ -150,6 +162,7 @@ func (s *termSocket) pump(ctx context.Context, conn *websocket.Conn, a *pty.Atta
 			err = conn.Write(ctx, websocket.MessageBinary, ev.Data)
 		case pty.EventSync:
 			err = s.writeJSON(ctx, conn, termReady{Type: "ready", Cursor: ev.Offset})
+			s.readySent.Store(true)
 		case pty.EventGap:
 			// The protocol has no gap message: the client's cursor simply
 			// jumps (ready.cursor and exit.cursor stay exact).
@@ -163,6 +176,7 @@ func (s *termSocket) pump(ctx context.Context, conn *websocket.Conn, a *pty.Atta
 			_ = conn.CloseNow() // Best effort: ends the read loop.
 			return
 		}
+		s.lastSent.Store(time.Now().UnixNano())
 	}
 }
 
@@ -181,6 +195,7 @@ func (s *termSocket) sendNow(ctx context.Context, conn *websocket.Conn, p []byte
 		// Not here: during a close handshake CloseNow waits for it.
 		go conn.CloseNow() // Best effort: ends the read loop, and so the socket.
 	}
+	s.lastSent.Store(time.Now().UnixNano())
 	return true
 }
 
@@ -303,8 +318,9 @@ func (s *termSocket) control(a *pty.Attachment, msg []byte) string {
 	}
 }
 
-// ping keeps the socket alive through idle-cutting intermediaries and
-// drops a peer that stopped answering.
+// ping keeps the socket alive through idle-cutting intermediaries (with
+// a heartbeat message after two intervals without a frame) and drops a
+// peer that stopped answering.
 func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 	every := s.h.opts.PingInterval
 	tick := time.NewTicker(every)
@@ -330,6 +346,10 @@ func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 				_ = conn.CloseNow() // Best effort: ends the read loop.
 			}
 			return
+		}
+		if s.readySent.Load() && time.Since(time.Unix(0, s.lastSent.Load())) >= 2*every {
+			_ = conn.Write(ctx, websocket.MessageText, heartbeatMessage) // Best effort: pings find a dead peer.
+			s.lastSent.Store(time.Now().UnixNano())
 		}
 	}
 }
