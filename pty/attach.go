@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/muxd/muxd/internal/termmodes"
 )
@@ -161,13 +162,45 @@ func (t *Terminal) altScreenAtEnd(head termmodes.Modes, from, to int64) bool {
 // redraw asks the terminal's foreground program to draw its screen again,
 // for a viewer whose replay holds only its latest changes: a SIGWINCH,
 // which full-screen programs answer by redrawing (what dtach's winch
-// redraw does). Programs that do not handle it ignore it. Read-only
-// viewers do not ask: they send the program no signal.
+// redraw does). less redraws only when the size changed: so the rows
+// shrink by one for a moment, then come back, each change a SIGWINCH.
+// Programs that do not handle it ignore it. Read-only viewers do not ask:
+// they send the program no signal.
 func (t *Terminal) redraw() {
-	if err := t.Signal(syscall.SIGWINCH); err != nil {
-		t.cfg.Logger.Debug("terminal redraw", "id", t.id, "err", err)
+	if !t.redrawing.CompareAndSwap(false, true) {
+		return // one under way serves this viewer too
 	}
+	t.sizeMu.Lock()
+	t.mu.Lock()
+	cols, rows, gen := t.cols, t.rows, t.sizeGen
+	t.mu.Unlock()
+	shrunk := rows > 1 && !t.Exited() && setSize(t.master, cols, rows-1) == nil
+	t.sizeMu.Unlock()
+	if !shrunk {
+		t.redrawing.Store(false)
+		if err := t.Signal(syscall.SIGWINCH); err != nil {
+			t.cfg.Logger.Debug("terminal redraw", "id", t.id, "err", err)
+		}
+		return
+	}
+	// Long enough for the program to take the first SIGWINCH: signals
+	// of one kind that are pending together arrive as one, and it would
+	// then see its old size.
+	time.AfterFunc(redrawPause, func() {
+		defer t.redrawing.Store(false)
+		t.sizeMu.Lock()
+		defer t.sizeMu.Unlock()
+		t.mu.Lock()
+		resized := t.sizeGen != gen
+		t.mu.Unlock()
+		if !resized && !t.Exited() {
+			_ = setSize(t.master, cols, rows) // Best effort: the terminal may be going.
+		}
+	})
 }
+
+// redrawPause is how long redraw keeps the rows one short.
+const redrawPause = 50 * time.Millisecond
 
 // ReadOnly reports whether the attachment drops input.
 func (a *Attachment) ReadOnly() bool { return a.readOnly }

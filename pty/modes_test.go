@@ -41,6 +41,11 @@ func TestLateViewerGetsTheModesSetBeforeItsReplay(t *testing.T) {
 		t.Fatalf("replay starts %q, want the modes %q once, first", r[:min(len(r), 40)], restore)
 	}
 	fresh.waitFor(t, "REDRAWN-1")
+	// A redraw is a SIGWINCH or two (the rows shrink for a moment, and
+	// come back): count them once it is over.
+	tick := lastTick(fresh.liveString())
+	fresh.waitFor(t, fmt.Sprintf("TICK-%d\r", tick+6))
+	redraws := strings.Count(fresh.liveString(), "REDRAWN-")
 
 	// A viewer resuming where another stopped already has the modes: no
 	// restore, no redraw. A read-only viewer gets the modes but sends no
@@ -56,9 +61,9 @@ func TestLateViewerGetsTheModesSetBeforeItsReplay(t *testing.T) {
 	if r := watcher.replayString(); !strings.HasPrefix(r, restore) {
 		t.Fatalf("read-only replay starts %q, want %q", r[:min(len(r), 40)], restore)
 	}
-	tick := lastTick(fresh.liveString())
-	fresh.waitFor(t, fmt.Sprintf("TICK-%d\r", tick+3))
-	if s := fresh.liveString(); strings.Contains(s, "REDRAWN-2") {
+	tick = lastTick(fresh.liveString())
+	fresh.waitFor(t, fmt.Sprintf("TICK-%d\r", tick+6))
+	if s := fresh.liveString(); strings.Count(s, "REDRAWN-") != redraws {
 		t.Fatalf("a resumed or read-only viewer made the program redraw: %q", s[max(0, len(s)-200):])
 	}
 
@@ -72,7 +77,32 @@ func TestLateViewerGetsTheModesSetBeforeItsReplay(t *testing.T) {
 	if r, want := lost.replayString(), string(termmodes.AppendResetAll(nil))+restore; !strings.HasPrefix(r, want) {
 		t.Fatalf("replay after a gap starts %q, want %q", r[:min(len(r), len(want)+10)], want)
 	}
-	fresh.waitFor(t, "REDRAWN-2")
+	fresh.waitFor(t, fmt.Sprintf("REDRAWN-%d", redraws+1))
+}
+
+// lessLike redraws, as less does, only when a SIGWINCH brings a size other
+// than the one it drew for, and says so.
+const lessLike = `$| = 1; my $last = "24 80"; $SIG{WINCH} = sub { my $s = ` + "`stty size`" + `; chomp $s; if ($s ne $last) { $last = $s; print "SIZE-$s\n" } };
+print "\e[?1049h"; print(("x" x 79) . "\n") for 1 .. 2000; print "READY\n";
+for my $i (1 .. 1500) { print "TICK-$i\n"; select(undef, undef, undef, 0.02) }`
+
+// A program that redraws only on a new size is made to redraw too: the
+// rows shrink by one for a moment, then come back, and the recorded size
+// never changes.
+func TestRedrawReachesAProgramThatWantsANewSize(t *testing.T) {
+	m := newTestManager(t, Config{RingSize: 64 << 10})
+	term, err := m.Create(CreateOptions{Shell: "perl", Args: []string{"-e", lessLike}, Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	c := attach(t, term, AttachOptions{From: -1})
+	c.waitFor(t, "TICK-2")
+	attach(t, term, AttachOptions{From: -1}) // its replay lost the start: a redraw
+	c.waitFor(t, "SIZE-23 80")
+	c.waitFor(t, "SIZE-24 80")
+	if info := term.Info(); info.Cols != 80 || info.Rows != 24 {
+		t.Fatalf("size %dx%d after the redraw, want 80x24", info.Cols, info.Rows)
+	}
 }
 
 // A program that draws on the normal screen gets neither a restore nor a

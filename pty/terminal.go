@@ -31,6 +31,8 @@ type Terminal struct {
 	// sizeMu orders resizes so the recorded size is the last one applied;
 	// held only across the (non-blocking) TIOCSWINSZ ioctl.
 	sizeMu sync.Mutex
+	// redrawing is set while a redraw has the rows one short.
+	redrawing atomic.Bool
 
 	// mu guards the fields below. It is never held across a write to the
 	// PTY, a consumer's write, a kill, or a callback.
@@ -40,6 +42,7 @@ type Terminal struct {
 	ring          ring
 	atts          map[*Attachment]struct{}
 	attachSeq     uint64        // attachments made, for their order
+	sizeGen       uint64        // resizes made, so that a redraw restores no stale size
 	typist        *Attachment   // the attachment that typed last, if attached
 	notify        chan struct{} // closed (and replaced) when output or state changes, if waiters is set
 	waiters       bool
@@ -143,6 +146,7 @@ func (t *Terminal) Resize(cols, rows int) error {
 	}
 	t.mu.Lock()
 	t.cols, t.rows = cols, rows
+	t.sizeGen++
 	t.mu.Unlock()
 	return nil
 }
