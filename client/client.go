@@ -123,9 +123,16 @@ func (c *Client) event(ev connEvent) {
 	}
 }
 
+// DefaultURL is where muxd serves by default.
+const DefaultURL = "http://127.0.0.1:3000"
+
 // Dial connects to the daemon at rawURL (http://host:port, or the /ws
-// WebSocket URL) and keeps the connection up until Close.
+// WebSocket URL; "" is DefaultURL) and keeps the connection up until
+// Close.
 func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
+	if rawURL == "" {
+		rawURL = DefaultURL
+	}
 	u, err := wsURL(rawURL)
 	if err != nil {
 		return nil, err
