@@ -325,7 +325,10 @@ func startLive(ctx context.Context, c *Client, id, stale string, fn func(string,
 				return
 			case <-t.C:
 			}
-			backoff = min(backoff*2, 50*time.Millisecond)
+			// An exec queued behind a long command of its session waits
+			// here: a few tries a second, not a busy loop of opens. Its
+			// output is not lost meanwhile: the channel starts at byte 0.
+			backoff = min(backoff*2, 250*time.Millisecond)
 		}
 		var onGap func(*GapError)
 		if gapFn != nil {
