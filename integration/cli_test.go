@@ -645,3 +645,14 @@ func TestCLIKillDeletesASession(t *testing.T) {
 		t.Fatalf("muxd kill of an unknown ID: %d %q", code, errOut)
 	}
 }
+
+// Usage errors say what is wrong in a line, not under the whole usage.
+func TestCLIUsageErrorsAreOneLine(t *testing.T) {
+	d := startDaemon(t, nil)
+	for _, args := range [][]string{{"ps", "extra"}, {"exec", "--env", "BAD", "--", "true"}, {"logs", "--bogus", "x"}} {
+		_, stderr, code := muxdCmd(t, d, "", args...)
+		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "--help") {
+			t.Errorf("muxd %v: exit %d, stderr %q; want 2 and one line pointing at --help", args, code, stderr)
+		}
+	}
+}

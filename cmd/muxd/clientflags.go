@@ -119,7 +119,7 @@ func parseFlags(fs *flag.FlagSet, args []string, usage func(io.Writer), stderr i
 		usage(helpOut)
 		return false, 0
 	}
-	fmt.Fprintln(stderr, err)
-	usage(stderr)
+	// The error, and where the flags are: the whole usage would bury it.
+	fmt.Fprintf(stderr, "%s: %v (see %s --help)\n", fs.Name(), err, fs.Name())
 	return false, 2
 }

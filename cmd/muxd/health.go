@@ -28,6 +28,10 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseClientFlags(fs, &o, args, healthUsage, stderr); !ok {
 		return min(code, 1)
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "muxd health: unexpected argument %q (see muxd health --help)\n", fs.Arg(0))
+		return 1
+	}
 	if *timeout <= 0 {
 		fmt.Fprintf(stderr, "muxd health: --timeout %v must be positive\n", *timeout)
 		return 1

@@ -35,6 +35,10 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseClientFlags(fs, &o, args, psUsage, stderr); !ok {
 		return code
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "muxd ps: unexpected argument %q (see muxd ps --help)\n", fs.Arg(0))
+		return 2
+	}
 	c, ok := connect(&o, stderr, connection{name: "ps"})
 	if !ok {
 		return 1
