@@ -451,6 +451,9 @@ func (w *stdinWriter) Write(p []byte) (int, error) {
 		done += n
 		p = p[n:]
 		if err != nil {
+			if IsCode(err, mux.CodeNotWritable) && w.sent == 0 {
+				return done, fmt.Errorf("client: process %s takes no stdin: start it with ProcessOptions{Stdin: true} (%w)", w.p.id, err)
+			}
 			if !lost(w.f.conn, err) {
 				return done, err
 			}

@@ -828,3 +828,19 @@ func TestClientGivesUpOnADaemonThatStaysAway(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Writing the stdin of a process started without it says how to start it.
+func TestClientStdinOfAProcessWithoutIt(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 20*time.Second)
+	p, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(context.Background(), "KILL", 0) }()
+	_, err = p.Stdin().Write([]byte("x"))
+	if !client.IsCode(err, mux.CodeNotWritable) || !strings.Contains(err.Error(), "Stdin: true") {
+		t.Fatalf("Write: %v, want not_writable saying to start it with Stdin: true", err)
+	}
+}
