@@ -656,3 +656,22 @@ func TestCLIUsageErrorsAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+// A command queued behind another of its session says what it waits for.
+func TestCLIExecSaysItWaitsForABusySession(t *testing.T) {
+	d := startDaemon(t, nil)
+	if _, _, code := muxdCmd(t, d, "", "exec", "--session", "q", "--", "true"); code != 0 {
+		t.Fatal("creating the session failed")
+	}
+	busy := exec.Command(muxdBin, "exec", "--session", "q", "--", "sleep 2")
+	busy.Env = append(os.Environ(), "MUXD_URL="+d.URL)
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = busy.Wait() }()
+	time.Sleep(300 * time.Millisecond) // the sleep holds the session by then
+	out, stderr, code := muxdCmd(t, d, "", "exec", "--session", "q", "--", "echo queued")
+	if code != 0 || out != "queued\n" || !strings.Contains(stderr, `waiting for session "q"`) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the command's output after a notice of the wait", code, out, stderr)
+	}
+}

@@ -115,6 +115,16 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts.OnGap = func(stream string, n int64) {
 		out.send(ctx, true, fmt.Appendf(nil, "\n[muxd exec: %d bytes of %s were dropped here: the daemon keeps the last --output-limit bytes of each stream, and this reader fell further behind]\n", n, stream))
 	}
+	if *session != "" {
+		// A command queued behind another of its session would wait in
+		// silence: say why, once.
+		notice := time.AfterFunc(time.Second, func() {
+			if queuedInSession(ctx, c, opts.ID, *session) {
+				fmt.Fprintf(stderr, "muxd exec: waiting for session %q: it is running another command (see muxd ps)\n", *session)
+			}
+		})
+		defer notice.Stop()
+	}
 	res, err := c.Exec(ctx, command, opts)
 	if *session != "" && client.IsCode(err, mux.CodeSessionDead) {
 		// The named shell ended (a command ran exit, say): like opening a
@@ -192,6 +202,26 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "muxd exec: the command was killed by SIG%s\n", res.Signal)
 	}
 	return exitCode(res.ExitCode, res.Signal, res.TimedOut)
+}
+
+// queuedInSession reports whether the exec id has not started yet because
+// its session is busy with another command.
+func queuedInSession(ctx context.Context, c *client.Client, id, session string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := c.Process(ctx, id); !client.IsCode(err, mux.CodeNotFound) {
+		return false // it runs (or is gone): not waiting
+	}
+	list, err := c.ListSessions(ctx)
+	if err != nil {
+		return false
+	}
+	for _, s := range list {
+		if s.ID == session {
+			return s.Busy && s.Alive
+		}
+	}
+	return false
 }
 
 // sessionLost says ", and session ID ended with it" when a session whose
