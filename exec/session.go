@@ -494,9 +494,12 @@ func takeMarker(line []byte, mark string, stray *[]byte) (code int, flags string
 		if i < 0 {
 			return 0, "", line, false
 		}
-		if l, found := strings.CutPrefix(string(line[:i]), mark+" "); found {
-			st, flags, _ := strings.Cut(l, " ")
+		// The marker ends a line; a command that wrote a partial line of
+		// its own to the marker's descriptor put that ahead of it.
+		if j := bytes.Index(line[:i], []byte(mark+" ")); j >= 0 {
+			st, flags, _ := strings.Cut(string(line[j+len(mark)+1:i]), " ")
 			if code, ok := parseMarker(st); ok {
+				keepStray(stray, line[:j])
 				return code, flags, nil, true
 			}
 		}

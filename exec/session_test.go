@@ -269,6 +269,21 @@ func TestShellEndingRightAfterItsMarkerKeepsTheStatus(t *testing.T) {
 	}
 }
 
+// A command that writes a partial line to the marker's descriptor (fd
+// 51) still ends when its marker comes after it on that line: it used to
+// wait for its timeout, and the session died with it.
+func TestSessionPartialLineOnTheMarkerFD(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "printf abc >&51; echo hi", Timeout: 10 * time.Second})
+	if r.TimedOut || code(r) != 0 || string(r.Stdout) != "hi\n" {
+		t.Fatalf("got %+v, want hi and exit 0", r)
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo still"}); string(r.Stdout) != "still\n" {
+		t.Fatalf("the next command: %q", r.Stdout)
+	}
+}
+
 func TestSessionEndingCommandsReturnAndMarkDead(t *testing.T) {
 	tests := []struct {
 		name, cmd string
