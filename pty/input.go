@@ -36,7 +36,8 @@ type inputReq struct {
 // WriteContext types p into the terminal. Concurrent writes are not
 // interleaved (each p is written whole, in arrival order). It returns
 // when p was written, or with ctx.Err() when ctx ends first (the part not
-// yet taken by the PTY is dropped).
+// yet taken by the PTY is dropped, but for up to 4 KiB being written
+// then).
 func (t *Terminal) WriteContext(ctx context.Context, p []byte) (int, error) {
 	return t.write(ctx, nil, p)
 }
@@ -168,8 +169,27 @@ func (t *Terminal) writeQueued() {
 			return
 		}
 		in.mu.Unlock()
-		n, err := t.master.Write(req.p)
+		// A piece at a time, so that a caller that gave up (its context
+		// ended) has the rest dropped, as WriteContext says: only the
+		// piece being written when it gave up still goes in.
+		n := 0
+		var err error
+		for n < len(req.p) && err == nil {
+			in.mu.Lock()
+			cancelled := req.cancelled
+			in.mu.Unlock()
+			if cancelled {
+				break
+			}
+			var k int
+			k, err = t.master.Write(req.p[n:min(len(req.p), n+inputPiece)])
+			n += k
+		}
 		req.n, req.err = n, t.writeErr(err)
 		close(req.done)
 	}
 }
+
+// inputPiece is the most of a queued write that goes to the PTY after its
+// caller may have given up: about what a terminal's input queue holds.
+const inputPiece = 4 << 10

@@ -50,6 +50,34 @@ func TestConcurrentWritesArriveWholeAndInOrder(t *testing.T) {
 	}
 }
 
+// A write given up on (its context ended) while queued behind a program
+// that does not read is dropped, but for the piece being written then:
+// the program, once it reads, gets a few KiB, not the whole megabyte.
+func TestCancelledWriteIsNotTypedLater(t *testing.T) {
+	m := newTestManager(t, Config{})
+	out := filepath.Join(t.TempDir(), "got")
+	term, err := m.Create(CreateOptions{Shell: "/bin/sh", Args: []string{"-c", "stty raw -echo; echo go; sleep 0.5; exec cat >" + out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := attach(t, term, AttachOptions{From: -1})
+	c.waitFor(t, "go")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := term.WriteContext(ctx, bytes.Repeat([]byte("z"), 1<<20)); errc <- err }()
+	time.Sleep(100 * time.Millisecond) // the writer goroutine has the request by then
+	cancel()
+	if err := recvOrTimeout(t, errc, "cancelled write"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled write: %v", err)
+	}
+	time.Sleep(time.Second) // cat reads what the PTY still had
+	m.DestroyTerminal(term)
+	got, _ := os.ReadFile(out)
+	if len(got) > 64<<10 {
+		t.Fatalf("the program read %d bytes of the cancelled write, want a few KiB at most", len(got))
+	}
+}
+
 func TestWriteToProgramNotReadingEndsWithContextOrDetach(t *testing.T) {
 	m := newTestManager(t, Config{KillGrace: 200 * time.Millisecond})
 	goroutines := runtimeGoroutines()

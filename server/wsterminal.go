@@ -41,8 +41,11 @@ type TerminalHandlerOptions struct {
 	// Logger gets one line per socket (default slog.Default()).
 	Logger *slog.Logger
 	// PingInterval is how often the socket is pinged (default 15 s); a
-	// peer that does not answer within two intervals is dropped. Pings
-	// also keep intermediaries that cut idle sockets from doing so.
+	// peer that does not answer within two intervals is dropped, and one
+	// that stopped reading while output waits sooner, at the first ping
+	// its socket does not take within 5 s (coder/websocket's bound on a
+	// ping's write). Pings also keep intermediaries that cut idle
+	// sockets from doing so.
 	PingInterval time.Duration
 }
 
