@@ -1,18 +1,26 @@
 package pty
 
+import "time"
+
 // When a program asks its terminal something (the cursor position, the
 // device attributes, the colours), every viewer's terminal emulator
 // answers, and the answers are typed into the program: with two browser
 // tabs on one terminal, the program reads its answer and then a second
-// one as if typed (bash then runs "1;2c" as a command). So one viewer
-// answers: the one that typed last (or, before anyone typed, the one
-// that attached last). Answers from the others are dropped; anything
-// else they send is typed, and makes them the one that answers.
+// one as if typed (bash then runs "1;2c" as a command). So the first
+// viewer to answer answers alone, for as long as it goes on answering
+// within answerWindow of its last answer: the others' answers meanwhile
+// are dropped, their keys are not. A viewer that types but has no
+// emulator (a script, an agent) never answers, and takes nothing from
+// one that does.
 
-// dropAnswers returns p without the query answers in it, and whether
-// anything else was left. It looks at whole sequences within p: a
-// terminal emulator sends an answer in one piece.
-func dropAnswers(p []byte) (kept []byte, typed bool) {
+// answerWindow is how long the viewer that answered last keeps the role:
+// the others' answers to the same query come within it.
+const answerWindow = 3 * time.Second
+
+// dropAnswers returns p without the query answers in it. It looks at
+// whole sequences within p: a terminal emulator sends an answer in one
+// piece.
+func dropAnswers(p []byte) (kept []byte) {
 	kept = p[:0:0]
 	for i := 0; i < len(p); {
 		n := answerLen(p[i:])
@@ -27,7 +35,7 @@ func dropAnswers(p []byte) (kept []byte, typed bool) {
 		kept = append(kept, p[i:j]...)
 		i = j
 	}
-	return kept, len(kept) > 0
+	return kept
 }
 
 // answerLen returns the length of the query answer p starts with, or 0.
@@ -48,9 +56,8 @@ func answerLen(p []byte) int {
 // CSI > … c), cursor position (CSI row;col R, CSI ? row;col R), status
 // (CSI … n), mode reports (CSI ? … $ y), window reports (CSI … t) and the
 // kitty keyboard flags (CSI ? … u). A key sends none of these shapes,
-// except a modified F3 that some terminals send as CSI 1;mod R (a viewer
-// that is not the typist loses that key, and only while it has typed
-// nothing else).
+// except a modified F3 that some terminals send as CSI 1;mod R (lost
+// only when another viewer answered a query within answerWindow).
 func csiAnswerLen(p []byte) int {
 	i := 2
 	private := byte(0)

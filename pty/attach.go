@@ -1,6 +1,7 @@
 package pty
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"syscall"
@@ -15,7 +16,6 @@ import (
 type Attachment struct {
 	t        *Terminal
 	readOnly bool
-	seq      uint64 // attach order, set under t.mu
 
 	done chan struct{} // closed by Detach: ends a pending Write
 
@@ -46,8 +46,6 @@ func (t *Terminal) Attach(opts AttachOptions) (*Attachment, AttachInfo, error) {
 	}
 	a := &Attachment{t: t, readOnly: opts.ReadOnly, done: make(chan struct{})}
 	t.mu.Lock()
-	t.attachSeq++
-	a.seq = t.attachSeq
 	if t.destroyed {
 		t.mu.Unlock()
 		return nil, AttachInfo{}, ErrNotFound
@@ -374,50 +372,41 @@ func (a *Attachment) Write(p []byte) (int, error) {
 }
 
 // WriteContext is Write that also gives up when ctx ends.
-// Query answers from an attachment that is not the one answering are
-// dropped (see answers.go); n counts them as written.
+// Query answers that another attachment gave first are dropped (see
+// answers.go); n counts them as written.
 func (a *Attachment) WriteContext(ctx context.Context, p []byte) (int, error) {
 	if a.readOnly {
 		return len(p), nil
 	}
 	t := a.t
-	t.mu.Lock()
-	answerer := t.answererLocked()
-	if answerer == a {
-		t.typist = a // kept when a newer attachment comes
+	if bytes.IndexByte(p, 0x1b) < 0 {
+		return t.write(ctx, a.done, p) // keys only: no answer in it
 	}
-	t.mu.Unlock()
-	if answerer == a {
-		return t.write(ctx, a.done, p)
-	}
-	kept, typed := dropAnswers(p)
-	if !typed {
+	kept := t.screenAnswers(a, p)
+	if len(kept) == 0 {
 		return len(p), nil
 	}
-	t.mu.Lock()
-	if !a.detached {
-		t.typist = a
-	}
-	t.mu.Unlock()
-	if n, err := t.write(ctx, a.done, kept); err != nil {
+	if n, err := t.write(ctx, a.done, kept); err != nil || len(kept) == len(p) {
 		return n, err
 	}
 	return len(p), nil
 }
 
-// answererLocked is the attachment whose query answers reach the
-// program: the one that typed last, else the newest that may write.
-func (t *Terminal) answererLocked() *Attachment {
-	if t.typist != nil && !t.typist.detached {
-		return t.typist
+// screenAnswers returns p without the query answers that another
+// attachment gave first, and makes a the answerer if it answers.
+func (t *Terminal) screenAnswers(a *Attachment, p []byte) []byte {
+	kept := dropAnswers(p)
+	if len(kept) == len(p) {
+		return p // no answer in it
 	}
-	var newest *Attachment
-	for a := range t.atts {
-		if !a.readOnly && (newest == nil || a.seq > newest.seq) {
-			newest = a
-		}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o := t.answerer; o != nil && o != a && !o.detached && now.Sub(t.answeredAt) < answerWindow {
+		return kept
 	}
-	return newest
+	t.answerer, t.answeredAt = a, now
+	return p
 }
 
 // Resize resizes the terminal; ignored for a read-only attachment.
@@ -449,8 +438,8 @@ func (a *Attachment) Detach() {
 	a.detached = true
 	close(a.done)
 	delete(t.atts, a)
-	if t.typist == a {
-		t.typist = nil
+	if t.answerer == a {
+		t.answerer = nil
 	}
 	t.progressLocked()
 	// Wake a Next blocked on this attachment; others recheck and wait again.

@@ -41,9 +41,9 @@ type Terminal struct {
 	cols, rows    int
 	ring          ring
 	atts          map[*Attachment]struct{}
-	attachSeq     uint64        // attachments made, for their order
 	sizeGen       uint64        // resizes made, so that a redraw restores no stale size
-	typist        *Attachment   // the attachment that typed last, if attached
+	answerer      *Attachment   // the attachment whose query answers are typed (answers.go)
+	answeredAt    time.Time     // when it last answered
 	notify        chan struct{} // closed (and replaced) when output or state changes, if waiters is set
 	waiters       bool
 	progress      chan struct{} // closed (and replaced) when an attachment advances, if readerWaiting

@@ -170,10 +170,10 @@ func TestTwoAttachmentsSeeAllAndBothType(t *testing.T) {
 }
 
 // A query is answered by every viewer's emulator; only one answer may
-// reach the program: that of the attachment that typed last (before
-// anyone typed, the newest). The other's answers are dropped, its keys
-// are not, and typing makes it the answerer.
-func TestOnlyTheTypistsQueryAnswersReachTheProgram(t *testing.T) {
+// reach the program: the first, and while its viewer goes on answering,
+// only that viewer's. A viewer that types but never answers (a script)
+// takes nothing from it; focus reports and keys of the others are typed.
+func TestOnlyTheFirstAnswerReachesTheProgram(t *testing.T) {
 	m := newTestManager(t, Config{})
 	term := startBash(t, m, "answers")
 	a1, _, err := term.Attach(AttachOptions{From: -1})
@@ -184,24 +184,35 @@ func TestOnlyTheTypistsQueryAnswersReachTheProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	script, _, err := term.Attach(AttachOptions{From: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c1 := collect(t, a1)
 	collect(t, a2)
-	query := func(tag string, from, other *Attachment) {
+	collect(t, script)
+	query := func(tag, want string, typist *Attachment, answers ...func()) {
 		t.Helper()
-		typeLine(t, from, `read -rs -d R -t 2 ans; echo "`+tag+`=${ans#*[}R"; read -rs -t 0.3 more; echo "more=${more:-none}"`)
-		// Both emulators answer, the other one first; the tty keeps
-		// them for read if it has not started yet.
-		if _, err := other.Write([]byte("\x1b[9;9R")); err != nil {
-			t.Fatal(err)
+		typeLine(t, typist, `read -rs -d R -t 2 ans; echo "`+tag+`=${ans#*[}R"; read -rs -t 0.3 more; echo "more=${more:-none}"`)
+		for _, answer := range answers {
+			answer()
 		}
-		if _, err := from.Write([]byte("\x1b[5;5R")); err != nil {
-			t.Fatal(err)
-		}
-		c1.waitFor(t, tag+"=5;5R\r\nmore=none\r\n")
+		c1.waitFor(t, tag+"=5;5R\r\nmore="+want+"\r\n")
 	}
-	query("first", a1, a2)
-	// a2 types: now it answers, and a1's answers are dropped.
-	query("second", a2, a1)
+	answer := func(a *Attachment, b string) func() {
+		return func() {
+			if _, err := a.Write([]byte(b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// a1 answers first, then a2 (with a focus report, as xterm.js sends
+	// when a program turns focus reporting on): a1's answer, a2's report.
+	query("first", "\x1b[I", a1, answer(a1, "\x1b[5;5R"), answer(a2, "\x1b[I\x1b[9;9R"))
+	// a2 answers first now, but a1 answered a moment ago: still a1's.
+	query("second", "none", a2, answer(a2, "\x1b[9;9R"), answer(a1, "\x1b[5;5R"))
+	// The script types the query; only a1 answers, and is heard.
+	query("third", "none", script, answer(a1, "\x1b[5;5R"))
 	if strings.Contains(c1.liveString(), "9;9") {
 		t.Errorf("a second answer reached the program:\n%q", c1.liveString())
 	}
@@ -229,9 +240,8 @@ func TestDropAnswers(t *testing.T) {
 		{"\x1b[5;10", "\x1b[5;10"}, // cut: not a whole answer
 	}
 	for _, tt := range tests {
-		kept, typed := dropAnswers([]byte(tt.in))
-		if string(kept) != tt.kept || typed != (tt.kept != "") {
-			t.Errorf("dropAnswers(%q) = %q, %v; want %q", tt.in, kept, typed, tt.kept)
+		if kept := dropAnswers([]byte(tt.in)); string(kept) != tt.kept {
+			t.Errorf("dropAnswers(%q) = %q; want %q", tt.in, kept, tt.kept)
 		}
 	}
 }
