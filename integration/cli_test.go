@@ -127,12 +127,34 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	if got := recvOrTimeout(t, follow, 20*time.Second); got != "first\nsecond\n" {
 		t.Fatalf("muxd logs -f: %q", got)
 	}
-	// A kill of an ended process removes it from muxd ps.
-	if out, errOut, code := muxdCmd(t, d, "", "kill", "svc"); code != 0 || !strings.Contains(out, "svc had already ended") {
-		t.Fatalf("muxd kill of an ended process: %d %q %q", code, out, errOut)
+	// A kill of an ended process kills what it left running and removes
+	// it from muxd ps.
+	launcher, err := c.StartProcess(ctx, `(setsid sleep 300 >/dev/null 2>&1 & echo $! >&3) 3>&1; echo launched`, client.ProcessOptions{ID: "launcher"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out, _, _ := muxdCmd(t, d, "", "ps"); strings.Contains(out, "svc") {
-		t.Fatalf("muxd ps still lists the removed process:\n%s", out)
+	if _, err := launcher.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	launched, _, _, _ := launcher.Read(ctx, "stdout", 0, 100)
+	left, _ := strconv.Atoi(strings.Fields(string(launched))[0])
+	if left <= 1 || !alive(left) {
+		t.Fatalf("the launcher's daemon: %q", launched)
+	}
+	for _, id := range []string{"svc", "launcher"} {
+		if out, errOut, code := muxdCmd(t, d, "", "kill", id); code != 0 || !strings.Contains(out, id+" had already ended") {
+			t.Fatalf("muxd kill of an ended process: %d %q %q", code, out, errOut)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(left) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(left) {
+		_ = syscall.Kill(left, syscall.SIGKILL) // ours, by pid
+		t.Fatalf("muxd kill of the ended launcher left its daemon %d running", left)
+	}
+	if out, _, _ := muxdCmd(t, d, "", "ps"); strings.Contains(out, "svc") || strings.Contains(out, "launcher") {
+		t.Fatalf("muxd ps still lists the removed processes:\n%s", out)
 	}
 	if _, errOut, code := muxdCmd(t, d, "", "kill", "nope"); code == 0 || !strings.Contains(errOut, `no process, terminal or session has the ID "nope"`) {
 		t.Fatalf("muxd kill of an unknown id: %d %q", code, errOut)

@@ -15,10 +15,11 @@ import (
 
 const killUsage = `Usage: muxd kill [flags] ID
 
-Kills a process's whole tree (TERM, then KILL after --grace), or
-removes a process that has ended (from muxd ps), or destroys the
-terminal with that ID, or else deletes the session with that ID, with
-what its commands started (--signal and --grace are for processes). Killing the command of muxd exec --session ends the session's
+Kills a process's whole tree (TERM, then KILL after --grace); of one that
+has ended, kills what it left running and removes it from muxd ps. Or
+destroys the terminal with that ID, or else deletes the session with that
+ID, with what its commands started (--signal and --grace are for
+processes). Killing the command of muxd exec --session ends the session's
 shell (its cwd and exports are lost): --signal INT interrupts only the
 command, as Ctrl-C would.
 
@@ -77,21 +78,25 @@ func (e *terminalFlagsError) Error() string {
 // under it, or destroys the terminal with it, or deletes the session
 // with it (sessions never expire: the CLI must be able to free one).
 func killID(ctx context.Context, c *client.Client, fs *flag.FlagSet, stdout io.Writer, id, sig string, grace time.Duration) error {
+	g := grace
+	if g <= 0 {
+		g = -1 // the client's "no grace"; its 0 is the daemon's default
+	}
 	p, err := c.Process(ctx, id)
 	if err == nil && p.Info().Status != "running" {
-		// Nothing left to kill: drop its record, which muxd ps would
+		// Ended: what it left running (its group, what carries its tree
+		// mark) is killed, and its record dropped, which muxd ps would
 		// otherwise list until it leaves retention.
+		if err := p.Kill(ctx, sig, g); err != nil && !client.IsCode(err, mux.CodeNotFound) {
+			return err
+		}
 		if err := p.Remove(ctx); err != nil && !client.IsCode(err, mux.CodeNotFound) {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s had already ended (%s); removed it\n", id, p.Info().Status)
+		fmt.Fprintf(stdout, "%s had already ended (%s); killed what it left running and removed it\n", id, p.Info().Status)
 		return nil
 	}
 	if err == nil {
-		g := grace
-		if g <= 0 {
-			g = -1 // the client's "no grace"; its 0 is the daemon's default
-		}
 		return p.Kill(ctx, sig, g)
 	}
 	if !client.IsCode(err, mux.CodeNotFound) {
