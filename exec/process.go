@@ -41,7 +41,8 @@ type process struct {
 	sigName     string
 	endedAt     *time.Time
 	stdin       *os.File // nil when not writable
-	killed      bool     // a kill was requested: an end by signal reads "killed"
+	killed      bool     // a kill was requested while it ran: its end reads "killed"
+	reaped      bool     // it exited; its record ends once its output is in
 	timedOut    bool
 	extraFiles  []string // command and snapshot files to remove with the record
 	filesGone   bool
@@ -189,8 +190,8 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) err
 		p.mu.Unlock()
 		return nil
 	}
-	if byUser && !ended {
-		p.killed = true
+	if byUser && !ended && !p.reaped {
+		p.killed = true // not when it exited before: it awaits only its output
 	}
 	kill := p.killTree
 	p.mu.Unlock()

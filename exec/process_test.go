@@ -186,6 +186,21 @@ func TestKillOfAProcessThatExitsCleanlyIsKilled(t *testing.T) {
 	}
 }
 
+// A process that exited by itself, while its record waits for output of
+// what it left running, was not ended by a kill that comes then.
+func TestKillAfterTheExitIsNotTheEnd(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) { c.TrailGrace = 2 * time.Second })
+	p := startProc(t, e, ProcessRequest{Command: "echo ready; sleep 30 & exit 0"})
+	waitLines(t, e, p.ID, 1)
+	time.Sleep(300 * time.Millisecond) // it has exited; its record waits for the sleep's output
+	if err := e.KillProcess(p.ID, unix.SIGTERM, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if info := waitProc(t, e, p.ID); info.Status != StatusExited || info.ExitCode == nil || *info.ExitCode != 0 {
+		t.Errorf("got %+v, want exited 0", info)
+	}
+}
+
 // A launcher that starts a daemon and exits: killing the ended process
 // ends the daemon, and its recorded end stays.
 func TestKillEndedProcessEndsWhatItLeft(t *testing.T) {

@@ -118,6 +118,9 @@ func (e *Engine) supervise(p *process, child *proc.Process, drains [2]*drain, ti
 		_ = child.KillTree(killTERM, e.cfg.KillGrace) // Best effort: it may be gone.
 		<-child.Done()
 	}
+	p.mu.Lock()
+	p.reaped = true
+	p.mu.Unlock()
 	// The child is reaped: everything it wrote is in the pipes. What it
 	// left running may write on (a background job): give that a moment
 	// to reach EOF, then take what is there, without waiting on
