@@ -78,10 +78,12 @@ type Client struct {
 	// Options.Unreachable.
 	unreachable error
 	boot        string
+	closing     bool // Close began: no new background work
 	closed      bool
 	ctx         context.Context // ends on Close
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
+	bg          sync.WaitGroup // background work Close lets finish (see background)
 
 	// events feeds the goroutine of OnDisconnect and OnReconnect:
 	// outside wg, so the callbacks may call Close.
@@ -361,28 +363,43 @@ func (c *Client) Boot() string {
 	return c.boot
 }
 
-// background runs fn on a goroutine that Close waits for, unless the
-// client is closed already.
+// background runs fn (a kill of a cancelled exec, bounded in time) on
+// a goroutine that Close lets finish first, unless the client is closing.
 func (c *Client) background(fn func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closing {
 		return
 	}
-	c.wg.Add(1)
+	c.bg.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer c.bg.Done()
 		fn()
 	}()
 }
 
-// Close ends the connection and stops reconnecting.
+// Close ends the connection and stops reconnecting. A kill of a
+// cancelled exec still under way goes out first (within 3 s).
 func (c *Client) Close() error {
 	c.mu.Lock()
-	if c.closed {
+	if c.closing {
 		c.mu.Unlock()
 		return nil
 	}
+	c.closing = true
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		c.bg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(3 * time.Second)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	t.Stop()
+	c.mu.Lock()
 	c.closed = true
 	conn := c.conn
 	c.mu.Unlock()

@@ -190,7 +190,7 @@ func (c *Client) execAfterDrop(ctx context.Context, opts ExecOptions, stale stri
 func (c *Client) killExec(opts ExecOptions, stale string) {
 	// Short: the caller gave up, and a daemon out of reach would only
 	// keep it waiting.
-	ctx, cancel := context.WithTimeout(c.ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	// Only this exec: not the earlier holder of a reused ID, or what it
 	// left running. A session exec waiting for its turn is not
