@@ -358,7 +358,11 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 		}
 		ch := w.f.ch
 		go w.discard(ch)
+		// Known before the resend, which may wait for credit from a
+		// process that does not read: a Close then sends its EOF here.
+		w.cur.Store(ch)
 		if err := w.resend(ch); err != nil {
+			w.cur.Store(nil)
 			if lost(w.f.conn, err) {
 				w.f.drop()
 				continue
@@ -366,7 +370,6 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 			_ = ch.Close() // Best effort.
 			return nil, err
 		}
-		w.cur.Store(ch)
 	}
 	return w.f.ch, nil
 }
