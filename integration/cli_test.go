@@ -303,9 +303,6 @@ func TestCLIExecStoppedKillsTheCommand(t *testing.T) {
 	}
 }
 
-// TestCLIAttachWithPipedStdin: the bytes are typed in; on a terminal the
-// command created, stdin's end ends the shell (exit code passed on), and
-// on an attached one it detaches, leaving the terminal running.
 // A session that ended with its timed-out command is named: its state
 // is gone.
 func TestCLIExecSaysTheSessionEndedWithItsCommand(t *testing.T) {
@@ -316,6 +313,9 @@ func TestCLIExecSaysTheSessionEndedWithItsCommand(t *testing.T) {
 	}
 }
 
+// TestCLIAttachWithPipedStdin: the bytes are typed in; on a terminal the
+// command created, stdin's end ends the shell (exit code passed on), and
+// on an attached one it detaches, leaving the terminal running.
 func TestCLIAttachWithPipedStdin(t *testing.T) {
 	d := startDaemon(t, nil)
 	out, _, code := muxdCmd(t, d, "echo piped-$((6*7)); exit 5\n", "attach")
@@ -685,13 +685,22 @@ func TestCLIExecSaysItWaitsForABusySession(t *testing.T) {
 	if _, _, code := muxdCmd(t, d, "", "exec", "--session", "q", "--", "true"); code != 0 {
 		t.Fatal("creating the session failed")
 	}
-	busy := exec.Command(muxdBin, "exec", "--session", "q", "--", "sleep 2")
+	busy := exec.Command(muxdBin, "exec", "--session", "q", "--", "sleep 2.5")
 	busy.Env = append(os.Environ(), "MUXD_URL="+d.URL)
 	if err := busy.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = busy.Wait() }()
-	time.Sleep(300 * time.Millisecond) // the sleep holds the session by then
+	c := d.dial(t, client.Options{})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		list, err := c.ListSessions(ctxT(t, 5*time.Second))
+		if err == nil && len(list) == 1 && list[0].Busy {
+			break // the sleep holds the session
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session never got busy: %+v %v", list, err)
+		}
+	}
 	out, stderr, code := muxdCmd(t, d, "", "exec", "--session", "q", "--", "echo queued")
 	if code != 0 || out != "queued\n" || !strings.Contains(stderr, `waiting for session "q"`) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want the command's output after a notice of the wait", code, out, stderr)
