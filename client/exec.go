@@ -272,9 +272,11 @@ type liveOutput struct {
 	done   chan struct{}
 	cancel context.CancelFunc
 	fn     func(string, []byte)
-	// sent counts the bytes of each stream given to fn (only its
-	// goroutine writes it before done closes).
-	sent map[string]int
+	// sent counts the bytes of each stream given to fn, and gapped says
+	// the live reader skipped bytes (only its goroutine writes them
+	// before done closes).
+	sent   map[string]int
+	gapped bool
 	// mu guards err and res.
 	mu  sync.Mutex
 	err error
@@ -330,9 +332,11 @@ func startLive(ctx context.Context, c *Client, id, stale string, fn func(string,
 			// output is not lost meanwhile: the channel starts at byte 0.
 			backoff = min(backoff*2, 250*time.Millisecond)
 		}
-		var onGap func(*GapError)
-		if gapFn != nil {
-			onGap = func(g *GapError) { gapFn(g.Stream, g.Bytes) }
+		onGap := func(g *GapError) {
+			l.gapped = true
+			if gapFn != nil {
+				gapFn(g.Stream, g.Bytes)
+			}
 		}
 		l.setErr(drainGaps(ctx, f, fn, onGap))
 	}()
@@ -375,12 +379,19 @@ func (l *liveOutput) finish(ctx context.Context, res *ExecResult) error {
 }
 
 // deliverRest gives fn what res holds past the bytes fn already had.
+// The counts line up with the result's bytes only while both start at the
+// stream's byte 0: not after a gap (the live reader skipped bytes), nor
+// past a result cut at MaxOutput (its bytes may not start at 0 then).
 func (l *liveOutput) deliverRest(res *ExecResult) {
+	if l.gapped {
+		return
+	}
 	for _, s := range []struct {
-		name string
-		data []byte
-	}{{"stdout", res.Stdout}, {"stderr", res.Stderr}} {
-		if n := l.sent[s.name]; n < len(s.data) {
+		name      string
+		data      []byte
+		truncated bool
+	}{{"stdout", res.Stdout, res.StdoutTruncated}, {"stderr", res.Stderr, res.StderrTruncated}} {
+		if n := l.sent[s.name]; n < len(s.data) && (n == 0 || !s.truncated) {
 			l.sent[s.name] = len(s.data)
 			l.fn(s.name, s.data[n:])
 		}
