@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	case "catch-int":
 		helperCatchInt()
 		return
+	case "kill-own-run":
+		helperKillOwnRun()
+		return
 	}
 	os.Exit(m.Run())
 }
@@ -644,5 +647,39 @@ func TestKillRunEndsOnlyThatRunsProcesses(t *testing.T) {
 		if !alive(pid) {
 			t.Errorf("pid %d, not of that run, was killed", pid)
 		}
+	}
+}
+
+// helperKillOwnRun is a muxd started from a shell of a dead run (so it,
+// and the shell it runs under, carry that run's mark): it starts a child
+// and ends the dead run, then says whether it and its child live on.
+func helperKillOwnRun() {
+	p, err := Start(Spec{Path: "sleep", Args: []string{"sleep", "30"}, Env: os.Environ()})
+	if err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	defer func() { _ = p.KillTree(unix.SIGKILL, 0) }()
+	KillRun(os.Getenv("DEAD_RUN"))
+	time.Sleep(100 * time.Millisecond)
+	fmt.Println("child alive:", !p.Exited() && alive(p.Pid))
+}
+
+// KillRun spares muxd itself, what it started and what it runs under,
+// though they carry the dead run's mark (a muxd started from a terminal
+// of the run it cleans up after).
+func TestKillRunSparesItsOwnTree(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PROC_TEST_HELPER=kill-own-run", "DEAD_RUN=dead0001", MarkVar+"=dead0001"+"0123456789abcdef01234567")
+	// The shell it runs under carries the mark too: it must live on to
+	// print what its child says.
+	cmd := exec.Command("bash", "-c", `"$0" -test.run='^$'; echo "shell alive"`, self)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "child alive: true") || !strings.Contains(string(out), "shell alive") {
+		t.Fatalf("%v: %s; want the helper, its child and its shell alive", err, out)
 	}
 }

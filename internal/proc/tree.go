@@ -433,11 +433,23 @@ func runMembers(mark string, ownChildren bool) []int {
 		children[p.ppid] = append(children[p.ppid], p.pid)
 	}
 	var queue []int
+	// Another run's processes: never muxd itself, what it started, or
+	// those it descends from (a muxd started from a terminal of the dead
+	// run carries its mark too, and so does the shell it runs under).
+	spared := map[int]bool{}
 	if ownChildren {
 		queue = append(queue, self)
+	} else {
+		parent := make(map[int]int, len(procs))
+		for _, p := range procs {
+			parent[p.pid] = p.ppid
+		}
+		for pid := self; pid > 1 && !spared[pid]; pid = parent[pid] {
+			spared[pid] = true
+		}
 	}
 	for _, p := range procs {
-		if p.pid > 1 && p.pid != self && p.state != 'Z' && p.state != 'X' && strings.HasPrefix(cachedMark(p), mark) {
+		if p.pid > 1 && p.pid != self && !spared[p.pid] && p.state != 'Z' && p.state != 'X' && strings.HasPrefix(cachedMark(p), mark) {
 			queue = append(queue, p.pid)
 		}
 	}
@@ -445,7 +457,7 @@ func runMembers(mark string, ownChildren bool) []int {
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
-		if !in[pid] {
+		if !in[pid] && (!spared[pid] || pid == self && ownChildren) {
 			in[pid] = true
 			queue = append(queue, children[pid]...)
 		}
