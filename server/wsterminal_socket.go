@@ -348,7 +348,9 @@ func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 			return
 		}
 		if s.readySent.Load() && time.Since(time.Unix(0, s.lastSent.Load())) >= 2*every {
-			_ = conn.Write(ctx, websocket.MessageText, heartbeatMessage) // Best effort: pings find a dead peer.
+			hctx, cancel := context.WithTimeout(ctx, every) // a stalled socket must not stop the pings
+			_ = conn.Write(hctx, websocket.MessageText, heartbeatMessage) // Best effort: pings find a dead peer.
+			cancel()
 			s.lastSent.Store(time.Now().UnixNano())
 		}
 	}
