@@ -763,11 +763,7 @@ func TestClientExecOnOutputWithoutALiveChannel(t *testing.T) {
 	d := startDaemon(t, nil, "--max-channels", "1")
 	c := d.dial(t, client.Options{})
 	ctx := ctxT(t, 30*time.Second)
-	p, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Kill(context.Background(), "KILL", 0) }()
+	p := startSleeper(t, ctx, c)
 	held := make(chan struct{})
 	go func() {
 		r := p.Stdout()
@@ -837,13 +833,20 @@ func TestClientStdinOfAProcessWithoutIt(t *testing.T) {
 	d := startDaemon(t, nil)
 	c := d.dial(t, client.Options{})
 	ctx := ctxT(t, 20*time.Second)
+	p := startSleeper(t, ctx, c)
+	_, err := p.Stdin().Write([]byte("x"))
+	if !client.IsCode(err, mux.CodeNotWritable) || !strings.Contains(err.Error(), "Stdin: true") {
+		t.Fatalf("Write: %v, want not_writable saying to start it with Stdin: true", err)
+	}
+}
+
+// startSleeper starts a process that sleeps, killed at the test's end.
+func startSleeper(t *testing.T, ctx context.Context, c *client.Client) *client.Process {
+	t.Helper()
 	p, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = p.Kill(context.Background(), "KILL", 0) }()
-	_, err = p.Stdin().Write([]byte("x"))
-	if !client.IsCode(err, mux.CodeNotWritable) || !strings.Contains(err.Error(), "Stdin: true") {
-		t.Fatalf("Write: %v, want not_writable saying to start it with Stdin: true", err)
-	}
+	t.Cleanup(func() { _ = p.Kill(context.Background(), "KILL", 0) })
+	return p
 }

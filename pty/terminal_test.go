@@ -146,17 +146,25 @@ func TestAttachBeforeRetainedOutputReportsGap(t *testing.T) {
 	}
 }
 
+// attachAll makes n attachments from the oldest retained byte.
+func attachAll(t *testing.T, term *Terminal, n int) []*Attachment {
+	t.Helper()
+	as := make([]*Attachment, n)
+	for i := range as {
+		a, _, err := term.Attach(AttachOptions{From: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as[i] = a
+	}
+	return as
+}
+
 func TestTwoAttachmentsSeeAllAndBothType(t *testing.T) {
 	m := newTestManager(t, Config{})
 	term := startBash(t, m, "two")
-	a1, _, err := term.Attach(AttachOptions{From: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2, _, err := term.Attach(AttachOptions{From: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := attachAll(t, term, 2)
+	a1, a2 := as[0], as[1]
 	c1, c2 := collect(t, a1), collect(t, a2)
 	typeLine(t, a1, `echo one-$((1+1))`)
 	c1.waitFor(t, "one-2")
@@ -176,18 +184,8 @@ func TestTwoAttachmentsSeeAllAndBothType(t *testing.T) {
 func TestOnlyTheFirstAnswerReachesTheProgram(t *testing.T) {
 	m := newTestManager(t, Config{})
 	term := startBash(t, m, "answers")
-	a1, _, err := term.Attach(AttachOptions{From: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2, _, err := term.Attach(AttachOptions{From: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, _, err := term.Attach(AttachOptions{From: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := attachAll(t, term, 3)
+	a1, a2, script := as[0], as[1], as[2]
 	c1 := collect(t, a1)
 	collect(t, a2)
 	collect(t, script)
