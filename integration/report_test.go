@@ -166,6 +166,18 @@ const missesText = `
   parks, made the echo slower whichever side spun: p50 75–76 µs against
   52–54 µs (AMD EPYC VM, 2 interleaved pairs each): the spinner takes the
   CPU the other process's reader needs. Not kept.
+  Measured apart from muxd on the AMD EPYC VM of 2026-11-23: two
+  processes ping-ponging a byte over pipes took 6 µs a round trip when
+  pinned to one CPU and ~50 µs pinned to two (a wake-up across CPUs
+  costs ~25 µs there), and a bare coder/websocket echo went from 19 µs to
+  38–44 µs with one goroutine hand-off on either side (a reader
+  goroutine passing each message on through a channel), or 43–46 µs
+  handing the reading on to a new goroutine and writing from the old
+  one (so the hand-off is off the path): what the hand-off costs is the
+  second thread it wakes and where the kernel then runs things, not the
+  hand-off itself (~3 µs in process). wsmux has a reader goroutine on
+  each side by design (it must read while consumers are slow), so two
+  such hand-offs stand between it and the raw echo.
 - **Keystroke echo (pty/).** On /ws/terminal the PTY reader sends a small
   read (an echo) itself when the socket has room, sparing the hand-off to
   the socket's sender: ~65–70 µs against ~85–90 µs before in 3
