@@ -676,10 +676,12 @@ func TestKillRunSparesItsOwnTree(t *testing.T) {
 	env := append(os.Environ(), "PROC_TEST_HELPER=kill-own-run", "DEAD_RUN=dead0001", MarkVar+"=dead0001"+"0123456789abcdef01234567")
 	// The shell it runs under carries the mark too: it must live on to
 	// print what its child says.
-	cmd := exec.Command("bash", "-c", `"$0" -test.run='^$'; echo "shell alive"`, self)
+	// Its output goes through a cat of its job, marked too: killing it
+	// would kill the helper by SIGPIPE.
+	cmd := exec.Command("bash", "-c", `"$0" -test.run='^$' | cat; echo "shell alive ${PIPESTATUS[*]}"`, self)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "child alive: true") || !strings.Contains(string(out), "shell alive") {
-		t.Fatalf("%v: %s; want the helper, its child and its shell alive", err, out)
+	if err != nil || !strings.Contains(string(out), "child alive: true") || !strings.Contains(string(out), "shell alive 0 0") {
+		t.Fatalf("%v: %s; want the helper, its child, its pipeline and its shell alive", err, out)
 	}
 }

@@ -447,6 +447,14 @@ func runMembers(mark string, ownChildren bool) []int {
 		for pid := self; pid > 1 && !spared[pid]; pid = parent[pid] {
 			spared[pid] = true
 		}
+		// And the rest of its job, such as a tee it writes its log to:
+		// killing it would kill muxd by SIGPIPE.
+		own := unix.Getpgrp()
+		for _, p := range procs {
+			if p.pgid == own && !descends(parent, p.pid, self) {
+				spared[p.pid] = true
+			}
+		}
 	}
 	for _, p := range procs {
 		if p.pid > 1 && p.pid != self && !spared[p.pid] && p.state != 'Z' && p.state != 'X' && strings.HasPrefix(cachedMark(p), mark) {
@@ -469,6 +477,19 @@ func runMembers(mark string, ownChildren bool) []int {
 		}
 	}
 	return out
+}
+
+// descends reports whether pid descends from root, by the parent links.
+func descends(parent map[int]int, pid, root int) bool {
+	for range len(parent) + 1 { // bounded: a cycle is impossible, but cheap to rule out
+		if pid <= 1 {
+			return false
+		}
+		if pid = parent[pid]; pid == root {
+			return true
+		}
+	}
+	return false
 }
 
 // waitGone polls until every pid is gone or a zombie, or grace passes.
