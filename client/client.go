@@ -84,6 +84,7 @@ type Client struct {
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	bg          sync.WaitGroup // background work Close lets finish (see background)
+	closeDone   chan struct{}  // closed when the first Close returns
 
 	// events feeds the goroutine of OnDisconnect and OnReconnect:
 	// outside wg, so the callbacks may call Close.
@@ -154,7 +155,7 @@ func Dial(ctx context.Context, rawURL string, opts Options) (*Client, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = smallBufferClient(opts.ReceiveBuffer)
 	}
-	c := &Client{url: u, opts: opts, log: opts.Logger, changed: make(chan struct{})}
+	c := &Client{url: u, opts: opts, log: opts.Logger, changed: make(chan struct{}), closeDone: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -384,10 +385,12 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
+		<-c.closeDone // the first Close's work is done when this returns
 		return nil
 	}
 	c.closing = true
 	c.mu.Unlock()
+	defer close(c.closeDone)
 	done := make(chan struct{})
 	go func() {
 		c.bg.Wait()
