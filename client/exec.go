@@ -115,10 +115,13 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 	boot := c.Boot()
 	err := c.Call(ctx, "exec", p, &w)
 	var res *ExecResult
+	fromStart := true // the result's output starts at each stream's byte 0
 	switch {
 	case err == nil:
 		res, err = decodeExec(w)
 	case errors.Is(err, ErrDisconnected):
+		// Read back from the log: past its limit, its head is gone.
+		fromStart = false
 		res, err = c.execAfterDrop(ctx, opts, stale)
 		if IsCode(err, mux.CodeNotFound) && c.Boot() != boot {
 			err = mux.NewError(mux.CodeNotFound, "exec %q: the daemon restarted while it ran: its result is lost", opts.ID)
@@ -133,7 +136,7 @@ func (c *Client) Exec(ctx context.Context, command string, opts ExecOptions) (*E
 	if live != nil {
 		if err != nil {
 			live.stop()
-		} else if lerr := live.finish(ctx, res); lerr != nil && ctx.Err() != nil {
+		} else if lerr := live.finish(ctx, res, fromStart); lerr != nil && ctx.Err() != nil {
 			return res, lerr
 		}
 	}
@@ -277,10 +280,11 @@ type liveOutput struct {
 	// before done closes).
 	sent   map[string]int
 	gapped bool
-	// mu guards err and res.
-	mu  sync.Mutex
-	err error
-	res *ExecResult // the exec's result, once it came
+	// mu guards err, res and fromStart.
+	mu        sync.Mutex
+	err       error
+	res       *ExecResult // the exec's result, once it came
+	fromStart bool        // res's output starts at each stream's byte 0
 }
 
 // startLive opens the exec's process channel as soon as the exec is
@@ -358,9 +362,9 @@ func (l *liveOutput) result() *ExecResult {
 // finish waits until every byte was delivered (the channel reaches the
 // exec's end), or ctx ends. res is the exec's result, delivered instead
 // if its record is gone before its output could be followed.
-func (l *liveOutput) finish(ctx context.Context, res *ExecResult) error {
+func (l *liveOutput) finish(ctx context.Context, res *ExecResult, fromStart bool) error {
 	l.mu.Lock()
-	l.res = res
+	l.res, l.fromStart = res, fromStart
 	l.mu.Unlock()
 	select {
 	case <-l.done:
@@ -381,8 +385,11 @@ func (l *liveOutput) finish(ctx context.Context, res *ExecResult) error {
 // deliverRest gives fn what res holds past the bytes fn already had.
 // The counts line up with the result's bytes only while both start at the
 // stream's byte 0: not after a gap (the live reader skipped bytes), nor
-// past a result cut at MaxOutput (its bytes may not start at 0 then).
+// in a cut result read back from a log that lost its head.
 func (l *liveOutput) deliverRest(res *ExecResult) {
+	l.mu.Lock()
+	fromStart := l.fromStart
+	l.mu.Unlock()
 	if l.gapped {
 		return
 	}
@@ -391,7 +398,7 @@ func (l *liveOutput) deliverRest(res *ExecResult) {
 		data      []byte
 		truncated bool
 	}{{"stdout", res.Stdout, res.StdoutTruncated}, {"stderr", res.Stderr, res.StderrTruncated}} {
-		if n := l.sent[s.name]; n < len(s.data) && (n == 0 || !s.truncated) {
+		if n := l.sent[s.name]; n < len(s.data) && (n == 0 || fromStart || !s.truncated) {
 			l.sent[s.name] = len(s.data)
 			l.fn(s.name, s.data[n:])
 		}
