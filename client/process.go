@@ -333,6 +333,8 @@ type stdinWriter struct {
 	// ended is set when the daemon ended the channel (the process
 	// exited): a Close after it has nothing left to do.
 	ended atomic.Bool
+	// resending is set while a reconnect's resend runs (see Close).
+	resending atomic.Bool
 
 	// name is this writer's stdin stream at the daemon, which counts
 	// the stream's bytes written to the process. sent counts the bytes
@@ -392,6 +394,8 @@ func (w *stdinWriter) resend(ch *mux.Channel) error {
 	if len(w.unsure) == 0 {
 		return nil
 	}
+	w.resending.Store(true)
+	defer w.resending.Store(false)
 	_, err := ch.Write(w.unsure)
 	return err
 }
@@ -474,10 +478,12 @@ func (w *stdinWriter) Close() error {
 		return nil // the process ended: its stdin with it
 	}
 	if !w.mu.TryLock() {
-		if ch := w.cur.Load(); ch != nil {
-			// A Write holds mu, waiting for credit the process may
-			// never give (it does not read): the EOF goes after what
-			// it wrote so far, and ends it.
+		// A Write holds mu, maybe waiting for credit the process may
+		// never give (it does not read): the EOF goes after what it
+		// wrote so far, and ends it. Not while it sends again what an
+		// earlier Write reported written (after a reconnect): all of
+		// that goes first.
+		if ch := w.cur.Load(); ch != nil && !w.resending.Load() {
 			if err := ch.CloseWrite(); err == nil || !lost(ch.Conn(), err) {
 				return err
 			}

@@ -402,6 +402,9 @@ func (t *Terminal) screenAnswers(a *Attachment, p []byte) []byte {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if a.detached {
+		return kept
+	}
 	if o := t.answerer; o != nil && o != a && !o.detached && now.Sub(t.answeredAt) < answerWindow {
 		return kept
 	}
