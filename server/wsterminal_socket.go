@@ -348,7 +348,8 @@ func (s *termSocket) ping(ctx context.Context, conn *websocket.Conn) {
 			return
 		}
 		if s.readySent.Load() && time.Since(time.Unix(0, s.lastSent.Load())) >= 2*every {
-			hctx, cancel := context.WithTimeout(ctx, every) // a stalled socket must not stop the pings
+			// Bounded: a stalled socket must not stop the pings.
+			hctx, cancel := context.WithTimeout(ctx, every)
 			_ = conn.Write(hctx, websocket.MessageText, heartbeatMessage) // Best effort: pings find a dead peer.
 			cancel()
 			s.lastSent.Store(time.Now().UnixNano())
