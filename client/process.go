@@ -389,7 +389,7 @@ func (w *stdinWriter) resend(ch *mux.Channel) error {
 	if *n < w.base || *n > w.sent {
 		return fmt.Errorf("client: stdin of %s: the daemon has written %d bytes of this writer's %d, and it kept only those from %d on to send again (the daemon forgot the stream)", w.p.id, *n, w.sent, w.base)
 	}
-	w.unsure = append(w.unsure[:0], w.unsure[*n-w.base:]...)
+	w.unsure = w.unsure[*n-w.base:]
 	w.base, w.chanStart = *n, *n
 	if len(w.unsure) == 0 {
 		return nil
@@ -407,8 +407,11 @@ func (w *stdinWriter) sentOn(ch *mux.Channel, b []byte) {
 	w.sent += int64(len(b))
 	w.unsure = append(w.unsure, b...)
 	if known := w.chanStart + ch.Returned(); known > w.base {
+		// A reslice, not a copy: append moves what is left when it
+		// grows the array, so each byte is copied a bounded number of
+		// times.
 		drop := min(known-w.base, int64(len(w.unsure)))
-		w.unsure = append(w.unsure[:0], w.unsure[drop:]...)
+		w.unsure = w.unsure[drop:]
 		w.base += drop
 	}
 }
