@@ -31,10 +31,15 @@ func TestSessionFIFOReuseNeverMixesOutputs(t *testing.T) {
 		}
 		n := strconv.Itoa(i)
 		cmd, wantOut, wantErr := "printf o"+n+"; printf 'e"+n+"\\0' >&2", "o"+n, "e"+n+"\x00"
+		accept := func(out, errOut string) bool { return out == wantOut && errOut == wantErr }
 		switch i % 50 {
-		case 10: // leaves a writer on both FIFOs that writes soon after: its output is the command's
+		case 10: // leaves a writer on both FIFOs that writes soon after: its output is the
+			// command's, unless a loaded machine delays it past TrailGrace;
+			// either way it reaches no later result
 			cmd = "(sleep 0.05; echo LATE; echo LATE >&2) & " + cmd
-			wantOut, wantErr = wantOut+"LATE\n", wantErr+"LATE\n"
+			accept = func(out, errOut string) bool {
+				return (out == wantOut || out == wantOut+"LATE\n") && (errOut == wantErr || errOut == wantErr+"LATE\n")
+			}
 		case 40: // leaves a writer that writes past TrailGrace: in no result
 			cmd = "(sleep 0.5; echo LATER; echo LATER >&2) & " + cmd
 		case 20: // slow: drained by goroutines
@@ -44,7 +49,7 @@ func TestSessionFIFOReuseNeverMixesOutputs(t *testing.T) {
 			wantOut = strings.Repeat("a", 200000) + wantOut
 		}
 		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: cmd, MaxOutput: 1 << 20})
-		if string(r.Stdout) != wantOut || string(r.Stderr) != wantErr || code(r) != 0 {
+		if !accept(string(r.Stdout), string(r.Stderr)) || code(r) != 0 {
 			t.Fatalf("run %d (%s): stdout %.60q stderr %q code %d", i, cmd, r.Stdout, r.Stderr, code(r))
 		}
 	}

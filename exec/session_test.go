@@ -358,7 +358,7 @@ func TestSessionCommandLeavingBackgroundJobsCompletes(t *testing.T) {
 		{"sleep &", "sleep 100 &"},
 		{"nohup", "nohup sleep 100 &"},
 		{"setsid", "setsid sleep 100 &"},
-		{"late writer", "(sleep 0.2; echo LATE; echo LATE >&2) &"},
+		{"late writer", "(sleep 0.5; echo LATE; echo LATE >&2) &"}, // past TrailGrace
 	}
 	e := newTestEngine(t)
 	sid := newSession(t, e, SessionOptions{})
@@ -370,7 +370,7 @@ func TestSessionCommandLeavingBackgroundJobsCompletes(t *testing.T) {
 				t.Fatalf("took %v, stdout %q; want prompt 'started'", d, r.Stdout)
 			}
 			// Later output of the job must never reach the next result.
-			r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 0.4; echo next"})
+			r = mustExec(t, e, ExecRequest{SessionID: sid, Command: "sleep 0.7; echo next"})
 			if string(r.Stdout) != "next\n" || len(r.Stderr) != 0 {
 				t.Fatalf("next command: stdout %q stderr %q, want only 'next'", r.Stdout, r.Stderr)
 			}
