@@ -108,6 +108,17 @@ func (c *Client) Process(ctx context.Context, id string) (*Process, error) {
 	return newProcess(c, info), nil
 }
 
+// ListRunningExecs lists the execs running now (muxd's extension of
+// process.list): a command whose caller lost its id can be found there,
+// to kill it or read its output.
+func (c *Client) ListRunningExecs(ctx context.Context) ([]ProcessInfo, error) {
+	var r struct {
+		Execs []ProcessInfo `json:"execs"`
+	}
+	err := c.callIdempotent(ctx, "process.list", map[string]bool{"execs": true}, &r)
+	return r.Execs, err
+}
+
 // ListProcesses lists processes started with process.start (all, or
 // those of one session).
 func (c *Client) ListProcesses(ctx context.Context, sessionID string) ([]ProcessInfo, error) {

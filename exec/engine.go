@@ -393,10 +393,22 @@ func (e *Engine) GetProcess(id string) (ProcessInfo, error) {
 // ListProcesses lists what StartProcess started (not exec records),
 // oldest first; sessionID filters when not empty.
 func (e *Engine) ListProcesses(sessionID string) []ProcessInfo {
+	return e.list(func(p *process) bool { return !p.isExec && (sessionID == "" || p.sessionID == sessionID) })
+}
+
+// RunningExecs lists the execs that run now (those waiting for their
+// session's turn are not records yet), oldest first: what a client that
+// lost its exec's id can still find it by.
+func (e *Engine) RunningExecs() []ProcessInfo {
+	return e.list(func(p *process) bool { return p.isExec && !p.ended() })
+}
+
+// list returns the records keep selects, oldest first.
+func (e *Engine) list(keep func(*process) bool) []ProcessInfo {
 	e.mu.Lock()
 	ps := make([]*process, 0, len(e.procs))
 	for _, p := range e.procs {
-		if !p.isExec && (sessionID == "" || p.sessionID == sessionID) {
+		if keep(p) {
 			ps = append(ps, p)
 		}
 	}

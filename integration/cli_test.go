@@ -706,3 +706,34 @@ func TestCLIExecSaysItWaitsForABusySession(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want the command's output after a notice of the wait", code, out, stderr)
 	}
 }
+
+// A command whose muxd exec was killed (no chance to kill it) is listed
+// by muxd ps while it runs, so it can be found and killed.
+func TestCLIPsListsRunningExecs(t *testing.T) {
+	d := startDaemon(t, nil)
+	run := exec.Command(muxdBin, "exec", "--", "sleep 30 # lost-exec")
+	run.Env = append(os.Environ(), "MUXD_URL="+d.URL)
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for deadline := time.Now().Add(10 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		out, _, _ := muxdCmd(t, d, "", "ps")
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "exec" && strings.Contains(line, "lost-exec") {
+				id = f[1]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("muxd ps never listed the exec:\n%s", out)
+		}
+	}
+	_ = run.Process.Kill() // our own child, by pid: muxd exec dies, its command runs on
+	_ = run.Wait()
+	if _, errOut, code := muxdCmd(t, d, "", "kill", "--grace", "0", id); code != 0 {
+		t.Fatalf("muxd kill %s: %d %s", id, code, errOut)
+	}
+	if out, _, _ := muxdCmd(t, d, "", "ps"); strings.Contains(out, "lost-exec") {
+		t.Fatalf("still listed after the kill:\n%s", out)
+	}
+}

@@ -120,18 +120,28 @@ func (b *backend) processGet(ctx context.Context, c *mux.Conn, params json.RawMe
 func (b *backend) processList(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
 	var p struct {
 		SessionID string `json:"sessionId"`
+		// Execs (an extension) adds the execs running now, apart.
+		Execs bool `json:"execs"`
 	}
 	if err := decodeParams(params, &p); err != nil {
 		return nil, err
 	}
-	list := b.engine.e.ListProcesses(p.SessionID)
+	res := map[string]any{"processes": listWire(b.engine.e.ListProcesses(p.SessionID))}
+	if p.Execs {
+		res["execs"] = listWire(b.engine.e.RunningExecs())
+	}
+	return res, nil
+}
+
+// listWire is a list of records as process.list gives them.
+func listWire(list []exec.ProcessInfo) []processWire {
 	out := make([]processWire, 0, len(list))
 	for _, info := range list {
 		w := toWire(info)
 		w.Command = cutCommand(w.Command)
 		out = append(out, w)
 	}
-	return map[string]any{"processes": out}, nil
+	return out
 }
 
 type processReadParams struct {

@@ -18,11 +18,11 @@ import (
 const psUsage = `Usage: muxd ps [flags]
 
 Lists background processes (muxd start, or process.start over the API),
-terminals and sessions. The commands of muxd exec are not listed: an
-interrupted muxd exec kills its command, but a muxd exec that was itself
-killed (kill -9) leaves it running to its end; muxd kill ID ends it, with
-the ID given to muxd exec --id (muxd kill --signal INT ID for a --session
-command: a TERM ends the session's shell too).
+the commands of muxd exec (and exec over the API) running now, terminals
+and sessions. An interrupted muxd exec kills its command, but a muxd exec
+that was itself killed (kill -9) leaves it running to its end: muxd kill
+ID ends it (muxd kill --signal INT ID for a --session command: a TERM
+ends the session's shell too).
 
 Flags:
 `
@@ -64,10 +64,19 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
 		return 1
 	}
+	// An older daemon answers without them: none are shown.
+	execs, err := c.ListRunningExecs(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "muxd ps: %v\n", err)
+		return 1
+	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "KIND\tID\tSTATUS\tPID\tEXIT\tCOMMAND/TITLE")
 	for _, p := range procs {
 		fmt.Fprintf(w, "process\t%s\t%s\t%d\t%s\t%s\n", printable(p.ID), p.Status, p.Pid, exitText(p.ExitCode, p.Signal), oneLine(p.Command))
+	}
+	for _, p := range execs {
+		fmt.Fprintf(w, "exec\t%s\t%s\t%d\t-\t%s\n", printable(p.ID), p.Status, p.Pid, oneLine(p.Command))
 	}
 	for _, t := range terms {
 		status := "running"
@@ -93,24 +102,27 @@ func runPs(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// psJSON prints the three lists as the daemon sent them (docs/protocol.md's
+// psJSON prints the lists as the daemon sent them (docs/protocol.md's
 // shapes, null where a field has no value), as one object.
 func psJSON(ctx context.Context, c *client.Client, stdout, stderr io.Writer) int {
 	var out struct {
 		Processes json.RawMessage `json:"processes"`
+		Execs     json.RawMessage `json:"execs,omitempty"` // running ones
 		Terminals json.RawMessage `json:"terminals"`
 		Sessions  json.RawMessage `json:"sessions"`
 	}
 	for _, l := range []struct {
 		method, key string
+		params      any
 		dst         *json.RawMessage
 	}{
-		{"process.list", "processes", &out.Processes},
-		{"terminal.list", "terminals", &out.Terminals},
-		{"session.list", "sessions", &out.Sessions},
+		{"process.list", "processes", nil, &out.Processes},
+		{"process.list", "execs", map[string]bool{"execs": true}, &out.Execs},
+		{"terminal.list", "terminals", nil, &out.Terminals},
+		{"session.list", "sessions", nil, &out.Sessions},
 	} {
 		var r map[string]json.RawMessage
-		if err := c.Call(ctx, l.method, nil, &r); err != nil {
+		if err := c.Call(ctx, l.method, l.params, &r); err != nil {
 			fmt.Fprintf(stderr, "muxd ps: %v\n", err)
 			return 1
 		}
