@@ -116,6 +116,19 @@ func (d *drain) release() {
 	})
 }
 
+// waitEOF waits until the drain reached EOF by itself (no writer left),
+// or until deadline; it reports which.
+func (d *drain) waitEOF(deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-d.captured:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // stop ends the capture once the writer side is known complete (the
 // command's marker arrived, or its process was reaped): it takes what is
 // buffered, never waiting for EOF, which background children holding the

@@ -84,12 +84,7 @@ func (c *cmdFIFOs) finish(logs [2]*outputLog, extra [2][]byte, grace time.Durati
 	for i := range c.read {
 		if d := c.drains[i]; d != nil {
 			d.release()
-			t := time.NewTimer(time.Until(deadline))
-			select {
-			case <-d.captured:
-			case <-t.C:
-			}
-			t.Stop()
+			d.waitEOF(deadline)
 			d.stop()
 			c.drains[i] = nil
 			_ = logs[i].append(extra[i]) // a full disk loses output, not the status

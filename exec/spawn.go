@@ -126,7 +126,12 @@ func (e *Engine) supervise(p *process, child *proc.Process, drains [2]*drain, ti
 	// to reach EOF, then take what is there, without waiting on
 	// descendants that hold the pipes open for good.
 	if !timedOut {
-		waitCaptured(drains, e.cfg.TrailGrace)
+		deadline := time.Now().Add(e.cfg.TrailGrace)
+		for _, d := range drains {
+			if !d.waitEOF(deadline) {
+				break
+			}
+		}
 	}
 	for _, d := range drains {
 		d.stop()
@@ -140,20 +145,6 @@ func (e *Engine) supervise(p *process, child *proc.Process, drains [2]*drain, ti
 	e.retire(p)
 	p.end()
 	e.emit("process.exited", p)
-}
-
-// waitCaptured waits until each drain reached EOF by itself (no writer
-// left), or grace passes.
-func waitCaptured(drains [2]*drain, grace time.Duration) {
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	for _, d := range drains {
-		select {
-		case <-d.captured:
-		case <-t.C:
-			return
-		}
-	}
 }
 
 func closeAll(fs ...*os.File) {

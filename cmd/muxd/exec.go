@@ -212,16 +212,20 @@ func queuedInSession(ctx context.Context, c *client.Client, id, session string) 
 	if _, err := c.Process(ctx, id); !client.IsCode(err, mux.CodeNotFound) {
 		return false // it runs (or is gone): not waiting
 	}
+	s, ok, err := sessionByID(ctx, c, session)
+	return err == nil && ok && s.Busy && s.Alive
+}
+
+// sessionByID finds the session with id in the daemon's list (ok false
+// if it is not there).
+func sessionByID(ctx context.Context, c *client.Client, id string) (s client.SessionInfo, ok bool, err error) {
 	list, err := c.ListSessions(ctx)
-	if err != nil {
-		return false
-	}
 	for _, s := range list {
-		if s.ID == session {
-			return s.Busy && s.Alive
+		if s.ID == id {
+			return s, true, err
 		}
 	}
-	return false
+	return client.SessionInfo{}, false, err
 }
 
 // sessionLost says ", and session ID ended with it" when a session whose
@@ -233,14 +237,8 @@ func sessionLost(c *client.Client, id string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	list, err := c.ListSessions(ctx)
-	if err != nil {
-		return ""
-	}
-	for _, s := range list {
-		if s.ID == id && s.Alive {
-			return ""
-		}
+	if s, ok, err := sessionByID(ctx, c, id); err != nil || ok && s.Alive {
+		return "" // alive, or unknown: nothing to say
 	}
 	return fmt.Sprintf("; session %q ended with it (its cwd and exports are gone: the next muxd exec --session %s starts a fresh one)", id, id)
 }
