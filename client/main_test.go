@@ -36,6 +36,7 @@ func run(m *testing.M) int {
 	_ = os.Setenv("HOME", home) // Best effort: only the daemon's children read it.
 	cfg := server.DefaultConfig()
 	cfg.DataDir = data
+	cfg.TestHooks = true // POST /_test/drop, for the reconnect tests
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := server.New(cfg)
 	if err != nil {

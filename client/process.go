@@ -372,9 +372,17 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 		ch := w.f.ch
 		go w.discard(ch)
 		// Known before the resend, which may wait for credit from a
-		// process that does not read: a Close then sends its EOF here.
+		// process that does not read: a Close then sends its EOF here,
+		// but only after the resend (resending is set first, so a Close
+		// that sees the channel sees the flag too).
+		w.resending.Store(true)
 		w.cur.Store(ch)
-		if err := w.resend(ch); err != nil {
+		if testHookResend != nil {
+			testHookResend(w)
+		}
+		err := w.resend(ch)
+		w.resending.Store(false)
+		if err != nil {
 			w.cur.Store(nil)
 			if lost(w.f.conn, err) {
 				w.f.drop()
@@ -405,8 +413,6 @@ func (w *stdinWriter) resend(ch *mux.Channel) error {
 	if len(w.unsure) == 0 {
 		return nil
 	}
-	w.resending.Store(true)
-	defer w.resending.Store(false)
 	_, err := ch.Write(w.unsure)
 	return err
 }
@@ -492,15 +498,8 @@ func (w *stdinWriter) Close() error {
 		return nil // the process ended: its stdin with it
 	}
 	if !w.mu.TryLock() {
-		// A Write holds mu, maybe waiting for credit the process may
-		// never give (it does not read): the EOF goes after what it
-		// wrote so far, and ends it. Not while it sends again what an
-		// earlier Write reported written (after a reconnect): all of
-		// that goes first.
-		if ch := w.cur.Load(); ch != nil && !w.resending.Load() {
-			if err := ch.CloseWrite(); err == nil || !lost(ch.Conn(), err) {
-				return err
-			}
+		if done, err := w.closeUnderWrite(); done {
+			return err
 		}
 		w.mu.Lock()
 	}
@@ -522,6 +521,26 @@ func (w *stdinWriter) Close() error {
 	}
 	return ErrDisconnected
 }
+
+// closeUnderWrite sends EOF while a Write holds mu, maybe waiting for
+// credit the process may never give (it does not read): the EOF goes
+// after what that Write queued so far, and ends it. Not while the Write
+// sends again what earlier Writes reported written (after a reconnect):
+// all of that goes first, and done is false (Close waits for mu).
+func (w *stdinWriter) closeUnderWrite() (done bool, err error) {
+	ch := w.cur.Load()
+	if ch == nil || w.resending.Load() {
+		return false, nil
+	}
+	if err := ch.CloseWrite(); err == nil || !lost(ch.Conn(), err) {
+		return true, err
+	}
+	return false, nil
+}
+
+// testHookResend, when set by a test, runs as a channel opened for a
+// stdin writer is published, before the resend.
+var testHookResend func(w *stdinWriter)
 
 // eofArrived returns once the daemon has read what went before on conn
 // (the EOF just queued): its answer to a PING comes after it, frames
