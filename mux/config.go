@@ -48,6 +48,20 @@ type Config struct {
 	// CloseTimeout bounds the WebSocket close handshake (default 2 s);
 	// after it the socket is dropped.
 	CloseTimeout time.Duration
+	// LimitNames says where an operator changes a limit, keyed by its
+	// HELLO name ("maxChannels", "maxRpcRequest", "maxRpcResponse",
+	// "maxRpcInflight") or "connBudget"; a refusal at that limit ends with it in
+	// parentheses. The daemon names its flags ("muxd serve
+	// --max-channels"); empty, refusals name only the limit.
+	LimitNames map[string]string
+}
+
+// limitHint is " (where)" for the limit named, or "".
+func (c Config) limitHint(limit string) string {
+	if w := c.LimitNames[limit]; w != "" {
+		return " (" + w + ")"
+	}
+	return ""
 }
 
 // DefaultConfig returns the defaults of the protocol (docs/protocol.md).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Code is a wsmux/1 error code: one set for channels (OPEN_FAIL, CLOSE,
@@ -134,9 +135,10 @@ func IsOverload(err error) bool {
 	if !errors.As(err, &e) || e.Code != CodeBusy {
 		return false
 	}
-	switch e.Message {
-	case busyLong, busyShort, busyBudget:
-		return true
+	for _, m := range [...]string{busyLong, busyShort, busyBudget} {
+		if strings.HasPrefix(e.Message, m) { // a server may add where the limit is set
+			return true
+		}
 	}
 	return false
 }
@@ -195,6 +197,13 @@ var (
 	// outlive a dropped socket, but not a cancel, tells them apart by it.
 	ErrCancelledByPeer = errors.New("mux: cancelled by the peer (rpc.cancel)")
 )
+
+// goAwayError is the connection error after a GOAWAY that said why: it
+// is ErrGoAway (errors.Is), and the server's *Error (errors.As).
+type goAwayError struct{ e *Error }
+
+func (g goAwayError) Error() string   { return g.e.Error() }
+func (g goAwayError) Unwrap() []error { return []error{ErrGoAway, g.e} }
 
 // ProtocolError is the error of a connection closed for a protocol
 // violation, with the WebSocket close status used.

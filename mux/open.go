@@ -18,7 +18,7 @@ func (c *Conn) handleOpen(id uint32, p []byte) *ProtocolError {
 	full := len(c.channels) >= c.cfg.MaxChannels
 	c.mu.Unlock()
 	if full {
-		c.openFail(id, NewError(CodeLimitReached, "maxChannels (%d) channels are open", c.cfg.MaxChannels))
+		c.openFail(id, NewError(CodeLimitReached, "maxChannels (%d) channels are open%s", c.cfg.MaxChannels, c.cfg.limitHint("maxChannels")))
 		return nil
 	}
 	o, err := parseOpen(p)

@@ -38,7 +38,7 @@ func (c *Conn) handleRPC(p []byte) {
 			return
 		}
 		if len(p) > c.cfg.MaxRPCRequest {
-			c.reject(m.ID, NewError(CodeInvalidRequest, "request exceeds maxRpcRequest (%d bytes)", c.cfg.MaxRPCRequest))
+			c.reject(m.ID, NewError(CodeInvalidRequest, "request exceeds maxRpcRequest (%d bytes)%s", c.cfg.MaxRPCRequest, c.cfg.limitHint("maxRpcRequest")))
 			return
 		}
 		c.serveRequest(m, int64(len(p)))
@@ -69,9 +69,9 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	case long && c.longInflight >= c.cfg.MaxLongInflight:
 		busy = ErrBusy(busyLong)
 	case !long && c.shortInflight >= c.cfg.MaxRPCInflight:
-		busy = ErrBusy(busyShort)
+		busy = ErrBusy(busyShort + c.cfg.limitHint("maxRpcInflight"))
 	case c.used+size > c.outputCapLocked():
-		busy = ErrBusy(busyBudget)
+		busy = ErrBusy(busyBudget + c.cfg.limitHint("connBudget"))
 	}
 	if busy != nil {
 		c.mu.Unlock()
@@ -249,7 +249,7 @@ func (c *Conn) respondResult(id json.RawMessage, res any) {
 		return
 	}
 	if len(b) > c.cfg.MaxRPCResponse {
-		c.respondError(id, NewError(CodeLimitReached, "response of %d bytes exceeds maxRpcResponse (%d)", len(b), c.cfg.MaxRPCResponse))
+		c.respondError(id, NewError(CodeLimitReached, "response of %d bytes exceeds maxRpcResponse (%d)%s", len(b), c.cfg.MaxRPCResponse, c.cfg.limitHint("maxRpcResponse")))
 		return
 	}
 	c.sendRPC(b, false)

@@ -41,7 +41,8 @@ func blockingRouter(started, ended chan string) *Router {
 
 func TestBusyPastShortCapWhileLongRequestsWait(t *testing.T) {
 	started, ended := make(chan string, 16), make(chan string, 16)
-	ts := newTestServer(t, pipeTransport, Config{MaxRPCInflight: 2, MaxLongInflight: 3}, blockingRouter(started, ended))
+	names := map[string]string{"maxRpcInflight": "muxd serve --max-rpc-inflight"}
+	ts := newTestServer(t, pipeTransport, Config{MaxRPCInflight: 2, MaxLongInflight: 3, LimitNames: names}, blockingRouter(started, ended))
 	c, _ := ts.dial(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -56,8 +57,13 @@ func TestBusyPastShortCapWhileLongRequestsWait(t *testing.T) {
 	call("maybe", "long")
 	cctx := ctx5(t)
 	var e *Error
-	if err := c.Call(cctx, "block", map[string]string{"name": "s3"}, nil); !errors.As(err, &e) || e.Code != CodeBusy {
+	err := c.Call(cctx, "block", map[string]string{"name": "s3"}, nil)
+	if !errors.As(err, &e) || e.Code != CodeBusy {
 		t.Fatalf("third short call: got %v, want busy", err)
+	}
+	// It says where the cap is set, and is still an overload.
+	if !strings.HasSuffix(e.Message, "(muxd serve --max-rpc-inflight)") || !IsOverload(err) {
+		t.Fatalf("third short call: %q (IsOverload %v): want the flag named, and an overload", e.Message, IsOverload(err))
 	}
 	if err := c.Call(cctx, "maybe", map[string]string{"name": "short"}, nil); !errors.As(err, &e) || e.Code != CodeBusy {
 		t.Fatalf("short 'maybe': got %v, want busy", err)
@@ -194,8 +200,8 @@ func TestGoAwayOnShutdown(t *testing.T) {
 	s.GoAway(CodeInternal, "shutting down")
 	recvOrTimeout(t, c.Done(), 5*time.Second, "client conn end")
 	var e *Error
-	if err := c.Err(); !errors.As(err, &e) || e.Message != "shutting down" {
-		t.Fatalf("client error %v, want the GOAWAY", err)
+	if err := c.Err(); !errors.As(err, &e) || e.Message != "shutting down" || !errors.Is(err, ErrGoAway) {
+		t.Fatalf("client error %v, want the GOAWAY, as ErrGoAway", err)
 	}
 	if err := recvOrTimeout(t, readErr, 5*time.Second, "blocked read"); err == nil {
 		t.Fatal("blocked Read returned no error")

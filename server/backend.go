@@ -36,6 +36,13 @@ func newBackend(s *Server) (*backend, error) {
 	b.muxCfg.MaxRPCResponse = s.cfg.MaxRPCResponse
 	b.muxCfg.MaxRPCInflight = s.cfg.MaxRPCInflight
 	b.muxCfg.CloseTimeout = time.Second // shutdown must finish within 5 s
+	b.muxCfg.LimitNames = map[string]string{
+		"maxChannels":    "muxd serve --max-channels",
+		"maxRpcRequest":  "muxd serve --max-rpc-request",
+		"maxRpcResponse": "muxd serve --max-rpc-response",
+		"maxRpcInflight": "muxd serve --max-rpc-inflight",
+		"connBudget":     "muxd serve --conn-buffer",
+	}
 
 	b.terms = pty.NewManager(pty.Config{
 		MaxTerminals: s.cfg.MaxTerminals,

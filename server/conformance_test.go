@@ -510,3 +510,35 @@ func TestSessionDeleteKillsWhatItsCommandsStarted(t *testing.T) {
 		t.Fatalf("session.list after delete: got %v", l)
 	}
 }
+
+// A refusal at a connection limit says which flag sets it.
+func TestLimitRefusalsNameTheirFlags(t *testing.T) {
+	_, url := testServer(t, func(c *Config) {
+		c.MaxChannels = 1
+		c.MaxRPCResponse = 64 << 10
+	})
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wantFlag := func(what string, err error, code mux.Code, flag string) {
+		t.Helper()
+		wantErr(t, what, err, code)
+		if !strings.Contains(err.Error(), "(muxd serve "+flag+")") {
+			t.Errorf("%s: %q names no %s", what, err, flag)
+		}
+	}
+
+	mustCall(t, conn, "process.start", obj{"id": "out", "command": "head -c 200000 /dev/zero"})
+	mustCall(t, conn, "process.wait", obj{"id": "out", "timeoutMs": 5000})
+	_, err := call(t, conn, "process.read", obj{"id": "out", "stream": "stdout", "offset": 0, "length": 200000, "encoding": "base64"})
+	wantFlag("process.read past maxRpcResponse", err, mux.CodeLimitReached, "--max-rpc-response")
+
+	mustCall(t, conn, "process.start", obj{"id": "big", "command": "sleep 30"})
+	ch, _, err := conn.Open(ctx, "process", 0, obj{"id": "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	_, _, err = conn.Open(ctx, "process", 0, obj{"id": "big"})
+	wantFlag("a channel past maxChannels", err, mux.CodeLimitReached, "--max-channels")
+}
