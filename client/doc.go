@@ -5,9 +5,11 @@
 // in the daemon, not in the socket, so work goes on across a reconnect:
 // an [Client.Exec] whose socket dropped fetches its result by id, and the
 // readers of [Process.Stdout], [Process.Stderr] and [Terminal] resume at
-// the byte where they stopped, with no gap and no duplicate. When the
-// daemon itself restarted (a new boot id), resources are gone and calls
-// on them fail with not_found or gone. A daemon that stays out of reach
+// the byte where they stopped, with no gap and no duplicate. A daemon
+// that shuts down (SIGTERM, docker stop) ends its resources and fails
+// the calls and reads in flight with its GOAWAY error (errors.Is(err,
+// [mux.ErrGoAway])). Once it restarted (a new boot id), calls on the old
+// resources fail with not_found. A daemon that stays out of reach
 // (it died) fails the calls waiting for it with [ErrUnreachable] after
 // [Options.Unreachable] (a minute by default), never hangs them.
 //

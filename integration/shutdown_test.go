@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/muxd/muxd/client"
+	"github.com/muxd/muxd/mux"
 )
 
 func TestSIGTERMLeavesNoDescendantAlive(t *testing.T) {
@@ -150,5 +153,46 @@ func TestTheNextDaemonEndsWhatAKilledOneLeft(t *testing.T) {
 	}
 	if !strings.Contains(b.Logs(), "killed the processes a previous run left behind") {
 		t.Errorf("the next daemon did not say what it killed:\n%s", b.Logs())
+	}
+}
+
+// A daemon that shuts down fails the reads in flight with its GOAWAY,
+// which a caller can tell from other errors (errors.Is ErrGoAway).
+func TestSIGTERMFailsReadsWithGoAway(t *testing.T) {
+	d := startDaemon(t, nil)
+	c := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	p, err := c.StartProcess(ctx, "echo up; exec sleep 100", client.ProcessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := c.CreateTerminal(ctx, client.TerminalOptions{Shell: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	read := func(r io.Reader) {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := r.Read(buf); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}
+	go read(p.Stdout())
+	go read(term)
+	if _, err := d.Terminate(exitLimit()); err != nil {
+		t.Fatalf("%v\n%s", err, d.Logs())
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, mux.ErrGoAway) {
+				t.Errorf("a read in flight at shutdown failed with %v, not ErrGoAway", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a read in flight at shutdown did not end")
+		}
 	}
 }

@@ -106,7 +106,7 @@ func (c *Conn) readErr(err error) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.goaway != nil {
-			return c.goaway
+			return goAwayError{c.goaway}
 		}
 		return ErrGoAway
 	}
