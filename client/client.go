@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/muxd/muxd/mux"
@@ -269,16 +270,28 @@ func (c *Client) supervise(conn *mux.Conn) {
 	}
 }
 
-// redial dials until it succeeds or the client closes.
+// redial dials until it succeeds or the client closes. Calls fail with
+// ErrUnreachable once Options.Unreachable has passed, on time rather
+// than at the next attempt (the backoff may be seconds away).
 func (c *Client) redial() *mux.Conn {
 	backoff := 20 * time.Millisecond
-	since := time.Now()
+	var lastErr atomic.Pointer[error]
+	if c.opts.Unreachable > 0 {
+		giveUp := time.AfterFunc(c.opts.Unreachable, func() {
+			why := ErrDisconnected
+			if e := lastErr.Load(); e != nil {
+				why = *e
+			}
+			c.setUnreachable(fmt.Errorf("%w for %v: %v", ErrUnreachable, c.opts.Unreachable, why))
+		})
+		defer giveUp.Stop()
+	}
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 		conn, err := c.dial(ctx)
 		cancel()
-		if err != nil && c.opts.Unreachable > 0 && time.Since(since) >= c.opts.Unreachable {
-			c.setUnreachable(fmt.Errorf("%w for %v: %v", ErrUnreachable, time.Since(since).Round(time.Second), err))
+		if err != nil {
+			lastErr.Store(&err)
 		}
 		if err == nil {
 			boot := conn.Hello().Boot
@@ -302,10 +315,14 @@ func (c *Client) redial() *mux.Conn {
 	}
 }
 
-// setUnreachable fails the calls that wait for a connection with err.
+// setUnreachable fails the calls that wait for a connection with err,
+// unless one has just been made.
 func (c *Client) setUnreachable(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.conn != nil {
+		return
+	}
 	first := c.unreachable == nil
 	c.unreachable = err
 	if first {

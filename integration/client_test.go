@@ -793,7 +793,10 @@ func TestClientExecOnOutputWithoutALiveChannel(t *testing.T) {
 // them; when a daemon answers again, calls work again.
 func TestClientGivesUpOnADaemonThatStaysAway(t *testing.T) {
 	a := startDaemon(t, nil)
-	c := a.dial(t, client.Options{Unreachable: 500 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	// The backoff (20 ms doubling, up to 4 s) tries again at ~2.5 s and
+	// then at ~5.1 s: calls must fail at 2.6 s, not at the next attempt.
+	const unreachable = 2600 * time.Millisecond
+	c := a.dial(t, client.Options{Unreachable: unreachable, MaxBackoff: 4 * time.Second})
 	ctx := ctxT(t, 30*time.Second)
 	done := make(chan error, 1)
 	go func() {
@@ -809,7 +812,11 @@ func TestClientGivesUpOnADaemonThatStaysAway(t *testing.T) {
 	if err := recvOrTimeout(t, done, 10*time.Second); !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("Exec across the daemon's death: %v, want ErrUnreachable", err)
 	}
-	t.Logf("Exec gave up %v after the daemon died", time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.Logf("Exec gave up %v after the daemon died", took.Round(time.Millisecond))
+	if took > unreachable+1500*time.Millisecond {
+		t.Errorf("Exec gave up %v after the daemon died, with Unreachable %v: it waited for the next dial", took, unreachable)
+	}
 	if _, err := c.ServerInfo(ctx); !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("a new call while unreachable: %v, want ErrUnreachable at once", err)
 	}
