@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/muxd/muxd/internal/proc"
@@ -68,9 +69,13 @@ func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 	_ = slave.Close() // Best effort.
 	if err != nil {
 		_ = master.Close() // Best effort.
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		if errors.Is(err, proc.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			// The cwd was checked: it is the shell that cannot run.
-			return nil, fmt.Errorf("%w: shell %q: %v", ErrInvalid, shell, err)
+			hint := ""
+			if strings.ContainsAny(shell, " \t") && len(opts.Args) == 0 {
+				hint = " (the shell is one program, without arguments)"
+			}
+			return nil, fmt.Errorf("%w: shell %q: %v%s", ErrInvalid, shell, err, hint)
 		}
 		return nil, fmt.Errorf("pty: start %s: %w", shell, err)
 	}

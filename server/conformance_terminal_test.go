@@ -59,6 +59,14 @@ func TestTerminalRPCConforms(t *testing.T) {
 	}
 	_, err := call(t, conn, "terminal.create", obj{"id": "t1"})
 	wantErr(t, "terminal.create existing id", err, mux.CodeAlreadyExists)
+	// A shell that cannot run is the caller's mistake, said plainly.
+	_, err = call(t, conn, "terminal.create", obj{"shell": "no-such-shell"})
+	wantErr(t, "terminal.create with a missing shell", err, mux.CodeInvalidParams)
+	_, err = call(t, conn, "terminal.create", obj{"shell": "bash --norc"})
+	wantErr(t, "terminal.create with arguments in shell", err, mux.CodeInvalidParams)
+	if !strings.Contains(err.Error(), "one program") {
+		t.Errorf("terminal.create with arguments in shell: %v does not say the shell is one program", err)
+	}
 	list := mustCall(t, conn, "terminal.list", nil)
 	ts, _ := list["terminals"].([]any)
 	if len(ts) != 1 {
