@@ -128,6 +128,12 @@ func TestHealthCommand(t *testing.T) {
 	if out, err := exec.Command(muxdBin, "health", "--url", d.URL).CombinedOutput(); err != nil {
 		t.Fatalf("muxd health: %v %s", err, out)
 	}
+	// A token given to a daemon that takes none is not "accepted".
+	cmd := exec.Command(muxdBin, "health", "--url", d.URL)
+	cmd.Env = append(os.Environ(), "MUXD_TOKEN=any")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "takes no token") {
+		t.Errorf("muxd health with a token, against a daemon without one: %v %q", err, out)
+	}
 	if err := exec.Command(muxdBin, "health", "--url", "http://127.0.0.1:1", "--timeout", "2s").Run(); err == nil {
 		t.Fatal("muxd health succeeded against nothing")
 	}

@@ -40,7 +40,9 @@ func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"ok": false, "error": "token required"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	// tokenRequired: a client that sent a token learns whether it was
+	// checked at all (muxd health says so).
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "tokenRequired": s.auth.hasToken})
 }
 
 // limitSockets refuses a WebSocket upgrade past MaxConnections and holds

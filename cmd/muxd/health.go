@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -65,43 +66,56 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if tok != "" {
-		if code := checkToken(ctx, &o, tok, stderr); code != 0 {
+		required, code := checkToken(ctx, &o, tok, stderr)
+		switch {
+		case code != 0:
 			return code
+		case required:
+			fmt.Fprintln(stdout, "ok (token accepted)")
+		default:
+			fmt.Fprintln(stdout, "ok (the daemon takes no token)")
 		}
-		fmt.Fprintln(stdout, "ok (token accepted)")
 		return 0
 	}
 	fmt.Fprintln(stdout, "ok")
 	return 0
 }
 
-// checkToken asks /auth whether the daemon takes tok.
-func checkToken(ctx context.Context, o *clientOpts, tok string, stderr io.Writer) int {
+// checkToken asks /auth whether the daemon takes tok, and whether it
+// requires one at all.
+func checkToken(ctx context.Context, o *clientOpts, tok string, stderr io.Writer) (required bool, code int) {
 	u, err := o.httpURL("/auth")
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 1
+		return false, 1
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 1
+		return false, 1
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "muxd health: %v\n", err)
-		return 1
+		return false, 1
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // Best effort.
+	var answer struct {
+		TokenRequired *bool `json:"tokenRequired"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096)) // Best effort.
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return 0
+		// A daemon that does not say (older ones): as before.
+		if json.Unmarshal(body, &answer) == nil && answer.TokenRequired != nil {
+			return *answer.TokenRequired, 0
+		}
+		return true, 0
 	case http.StatusUnauthorized, http.StatusForbidden:
 		fmt.Fprintln(stderr, "muxd health: the daemon is up but refused the token (check MUXD_TOKEN or --token-file)")
 	default:
 		fmt.Fprintf(stderr, "muxd health: %s answered %s\n", u, resp.Status)
 	}
-	return 1
+	return false, 1
 }
