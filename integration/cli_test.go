@@ -70,7 +70,9 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 		// Only --url and --token-file have MUXD_* twins in client commands:
 		// MUXD_TIMEOUT (say, for a health check) leaves exec alone.
 		{"MUXD_TIMEOUT is not exec's", "", []string{"exec", "--", "sleep 0.3; echo fine"}, "fine\n", "", 0, ""},
-		{"a bad url says so", "", []string{"exec", "--url", "127.0.0.1:1", "--", "true"}, "", "", 1, "want e.g. http://"},
+		// muxd exec's own failures are 125, apart from the command's 1.
+		{"a bad url says so", "", []string{"exec", "--url", "127.0.0.1:1", "--", "true"}, "", "", 125, "want e.g. http://"},
+		{"a refused command is muxd's failure", "", []string{"exec", "--cwd", "/nonexistent-dir", "--", "pwd"}, "", "", 125, "/nonexistent-dir"},
 	}
 	t.Setenv("MUXD_TIMEOUT", "100ms")
 	for _, tt := range tests {
@@ -195,13 +197,36 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 	if _, err := c.Process(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	pr, _ := c.Process(ctx, id)
+	pr, err := c.Process(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := pr.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, code = muxdCmd(t, d, "", "logs", id)
 	if code != 0 || len(out) != 1000 || !strings.Contains(errOut, "4000 bytes of stdout were dropped") {
 		t.Fatalf("muxd logs past the output limit: %d, %d bytes, %q", code, len(out), errOut)
+	}
+	// start --stdin keeps stdin open for a client to write to.
+	id, errOut, code = muxdCmd(t, d, "", "start", "--stdin", "--", "wc -c")
+	if id = strings.TrimSpace(id); code != 0 || id == "" {
+		t.Fatalf("muxd start --stdin: %d %q %q", code, id, errOut)
+	}
+	if pr, err = c.Process(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.Stdin().Write([]byte("abc")); err != nil {
+		t.Fatalf("writing to a process started with --stdin: %v", err)
+	}
+	if err := pr.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _, _ := pr.Read(ctx, "stdout", 0, 100); strings.TrimSpace(string(out)) != "3" {
+		t.Fatalf("wc -c of what was written: %q", out)
 	}
 	// Without the token, the error says what to do.
 	cmd := exec.Command(muxdBin, "ps", "--url", d.URL)

@@ -22,7 +22,9 @@ const execUsage = `Usage: muxd exec [flags] -- COMMAND [ARGS...]
 
 Runs COMMAND with bash on the daemon (in a fresh shell, or in --session's
 shell), streams its stdout and stderr live, and exits with its exit code
-(128+N when killed by signal N, 124 on --timeout). One argument is run as
+(128+N when killed by signal N, 124 on --timeout; 125 when muxd exec
+failed itself: the daemon out of reach, or refusing the command, as for
+a --cwd that is not there; 2 on a usage error). One argument is run as
 shell text ("cd /x && make"); several are quoted and joined. The command
 does not wait for a slow reader: output that falls more than the daemon's
 --output-limit behind is dropped, and a notice on stderr says where.
@@ -76,7 +78,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		b, err := io.ReadAll(stdin)
 		if err != nil {
 			fmt.Fprintf(stderr, "muxd exec: reading stdin: %v\n", err)
-			return 1
+			return execFailed
 		}
 		opts.Stdin = b
 	}
@@ -94,7 +96,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer signal.Stop(pipe)
 	c, ok := connect(&o, stderr, connection{name: "exec", onRestart: func() { cancel(errDaemonRestarted) }})
 	if !ok {
-		return 1
+		return execFailed
 	}
 	defer c.Close()
 	boot := c.Boot()
@@ -103,7 +105,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_, err := c.CreateSession(ctx, client.SessionOptions{ID: *session})
 		if err != nil && !client.IsCode(err, mux.CodeAlreadyExists) {
 			fmt.Fprintf(stderr, "muxd exec: session %q: %v\n", *session, err)
-			return 1
+			return execFailed
 		}
 	}
 	out := startOutput(stdout, stderr, cancel)
@@ -145,7 +147,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// before the reconnect callback has cancelled ctx.
 		if c.Boot() != boot || errors.Is(context.Cause(ctx), errDaemonRestarted) {
 			fmt.Fprintln(stderr, "muxd exec: the daemon restarted while the command ran; its result is lost")
-			return 1
+			return execFailed
 		}
 		if ctx.Err() == nil {
 			hint := ""
@@ -153,7 +155,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				hint = " (--stdin is sent with the request, base64-encoded: keep it under about 3/4 of the daemon's --max-rpc-request; for more, have the command read a file)"
 			}
 			fmt.Fprintf(stderr, "muxd exec: %v%s\n", err, hint)
-			return 1
+			return execFailed
 		}
 		cause := context.Cause(ctx)
 		killErr := killExec(c, opts.ID, *session != "")
@@ -163,10 +165,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 128 + int(syscall.SIGPIPE) // quietly, as a shell pipeline's writer
 		case errors.As(cause, &writeErr) && killErr != nil:
 			fmt.Fprintf(stderr, "muxd exec: %v, and killing the command failed: %v (muxd kill %s)\n", writeErr, killErr, opts.ID)
-			return 1
+			return execFailed
 		case errors.As(cause, &writeErr):
 			fmt.Fprintf(stderr, "muxd exec: %v; the command was ended\n", writeErr)
-			return 1
+			return execFailed
 		case killErr != nil && *session != "":
 			// muxd kill's TERM would end the whole session: Ctrl-C again.
 			fmt.Fprintf(stderr, "muxd exec: interrupted, and interrupting the command failed: %v (muxd kill --signal INT %s)\n", killErr, opts.ID)
@@ -192,7 +194,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 128 + int(syscall.SIGPIPE)
 	case errors.As(cause, &writeErr):
 		fmt.Fprintf(stderr, "muxd exec: %v\n", writeErr)
-		return 1
+		return execFailed
 	}
 	switch {
 	case res.TimedOut:
@@ -400,6 +402,11 @@ func restartSession(ctx context.Context, c *client.Client, id string) error {
 	}
 	return err
 }
+
+// execFailed is muxd exec's status when it failed itself (the daemon out
+// of reach or refusing the command, a lost result), as env, timeout and
+// docker run use 125: a script can tell it from the command's own 1.
+const execFailed = 125
 
 // exitCode maps a result to a shell-style exit status.
 func exitCode(code *int, sig string, timedOut bool) int {

@@ -16,7 +16,9 @@ import (
 const logsUsage = `Usage: muxd logs [-f] [flags] ID
 
 Prints a process's retained stdout (to stdout) and stderr (to stderr).
-With -f, keeps following until the process ends.
+With -f, keeps following until the process ends. Exits 0 once the
+output is printed, whatever the process's status (see muxd ps); 1 if
+the output cannot be read.
 
 Flags:
 `

@@ -17,9 +17,9 @@ Usage:
   muxd serve [flags]            run the daemon (127.0.0.1:3000 by default)
   muxd exec [flags] -- CMD...   run a command, stream its output, exit with its code
   muxd start [flags] -- CMD...  start a background process and print its ID
-  muxd ps [flags]               list processes, terminals and sessions
+  muxd ps [flags]               list processes, running commands, terminals and sessions
   muxd logs [-f] [flags] ID     print a process's output (-f: follow)
-  muxd kill [flags] ID          kill a process tree (or a terminal)
+  muxd kill [flags] ID          kill a process tree, or end a terminal or a session
   muxd attach [flags] [ID]      attach this terminal to a muxd terminal (new if no ID)
   muxd health [flags]           exit 0 if the daemon answers /healthz
   muxd version                  print the version

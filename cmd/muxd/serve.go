@@ -28,7 +28,7 @@ the page at /, wsmux/1 at /ws, the Cloudflare sandbox PTY protocol at
 
 Binding anything but a loopback address needs a token (MUXD_TOKEN or
 --token-file FILE) unless --insecure-no-auth is given. With a token, every
-request but the page's must present it; without one, browsers may connect
+request but the page's and /healthz must present it; without one, browsers may connect
 only from the daemon's own page (served under localhost or an IP address)
 or from --allowed-origins. Each flag has a MUXD_* environment twin; a flag
 on the command line wins over its twin. The token is given one way only.
@@ -55,7 +55,7 @@ func newServeFlags(o *serveOpts, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.token, "token", "", "access `token` (prefer MUXD_TOKEN or --token-file: argv is visible in ps)")
 	fs.Var(listFlag{&c.AllowedOrigins}, "allowed-origins", "with no token: comma-separated browser `origins` allowed besides the daemon's own page: a full origin (https://app.example.com) matches exactly; a host pattern (app.example.com, *.example.com) matches any scheme and port")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen without a token (only behind a trusted proxy)")
-	fs.StringVar(&c.DataDir, "data-dir", server.DefaultDataDir(), "`dir` for process output and other files of this run (created 0700; removed on exit): on a tmpfs, retained output takes RAM")
+	fs.StringVar(&c.DataDir, "data-dir", server.DefaultDataDir(), "`dir` for process output and other files of this run (created 0700 if missing; each run keeps its files in a run-N directory in it, removed on exit): on a tmpfs, retained output takes RAM")
 	fs.StringVar(&c.Shell, "shell", "", "`shell` for terminals (default: the user's login shell, else bash)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: `text` or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
@@ -65,7 +65,7 @@ func newServeFlags(o *serveOpts, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "live bash sessions")
 	fs.IntVar(&c.MaxTerminals, "max-terminals", c.MaxTerminals, "live terminals")
 	fs.IntVar(&c.MaxProcesses, "max-processes", c.MaxProcesses, "running processes and execs")
-	fs.Var(sizeFlag{&c.OutputLimit}, "output-limit", "default retained `bytes` per process stream")
+	fs.Var(sizeFlag{&c.OutputLimit}, "output-limit", "default retained `bytes` per process stream, exec's too: output further back than that is dropped, from results and from readers that fell behind")
 	fs.Var(sizeFlag{&c.RetainBytes}, "retain-bytes", "retained output of ended processes in all, in `bytes`")
 	fs.IntVar(&c.RetainCount, "retain-count", c.RetainCount, "ended processes kept readable")
 	fs.Var(intSize{&c.MaxRPCRequest}, "max-rpc-request", "largest JSON-RPC request in `bytes`")

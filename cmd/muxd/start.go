@@ -38,6 +38,7 @@ func runStart(args []string, stdout, stderr io.Writer) int {
 	fs.Var(sizeFlag{&limit}, "output-limit", "keep the last `bytes` of each stream (0 = the daemon's default)")
 	env := envList{}
 	fs.Var(env, "env", "set `NAME=VALUE` (repeatable)")
+	stdin := fs.Bool("stdin", false, "keep the process's stdin open for clients to write to (Go: client.Process(ctx, ID).Stdin()); without it the process reads end of file")
 	if ok, code := parseClientFlags(fs, &o, args, startUsage, stderr); !ok {
 		return code
 	}
@@ -45,7 +46,7 @@ func runStart(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	opts := client.ProcessOptions{ID: *id, SessionID: *session, Cwd: *cwd, Timeout: *timeout, OutputLimit: limit}
+	opts := client.ProcessOptions{ID: *id, SessionID: *session, Cwd: *cwd, Timeout: *timeout, OutputLimit: limit, Stdin: *stdin}
 	if len(env) > 0 {
 		opts.Env = env
 	}
