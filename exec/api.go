@@ -94,6 +94,9 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 		removeFiles(files)
 		return ProcessInfo{}, err
 	}
+	if testHookRegistered != nil {
+		testHookRegistered(p)
+	}
 	if err := e.launch(p, spec, req.Timeout, req.Stdin); err != nil {
 		e.unregister(p)
 		removeFiles(files)

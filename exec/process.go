@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 )
 
 const killTERM = syscall.SIGTERM
@@ -48,6 +49,20 @@ type process struct {
 	filesGone   bool
 	stdinWriter sync.Mutex // serializes stdin writes; taken before mu, never under it
 	stdinState  stdinState // named stdin streams (stdin.go), guarded by mu
+	// pendingKill is a user's kill that came between the record's
+	// registration and its child's start: launch carries it out.
+	pendingKill *pendingKill
+}
+
+// testHookRegistered, when a test sets it, runs between a record's
+// registration and its child's start.
+var testHookRegistered func(p *process)
+
+// pendingKill is a kill waiting for its record's tree to exist.
+type pendingKill struct {
+	sig   syscall.Signal
+	grace time.Duration
+	done  chan error // the kill's result, once launch made it
 }
 
 func (e *Engine) newProcess(id, command, sessionID string, isExec bool, limit int64) *process {
@@ -194,6 +209,26 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) err
 		p.killed = true // not when it exited before: it awaits only its output
 	}
 	kill := p.killTree
+	if kill == nil && !ended {
+		// Registered, its child not started yet (the id is visible from
+		// registration on): the kill waits for launch, which makes it.
+		// Before, it answered success and the process ran on.
+		pk := p.pendingKill
+		if pk == nil {
+			pk = &pendingKill{sig: sig, grace: grace, done: make(chan error, 1)}
+			p.pendingKill = pk
+		} else if sig == unix.SIGKILL {
+			pk.sig = sig // the harder of two kills that came early
+		}
+		p.mu.Unlock()
+		select {
+		case err := <-pk.done:
+			pk.done <- err // for another kill waiting on it
+			return err
+		case <-p.done: // it failed to start
+			return nil
+		}
+	}
 	p.mu.Unlock()
 	if kill == nil {
 		return nil

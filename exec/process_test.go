@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -532,5 +533,55 @@ func TestProcessLimitCountsOnlyRunning(t *testing.T) {
 	}
 	if _, err := e.StartProcess(ctx, ProcessRequest{Command: "sleep 30"}); err != nil {
 		t.Fatalf("after one ended: %v", err)
+	}
+}
+
+// A kill that comes between a record's registration (its id is visible)
+// and its child's start kills the child once it runs, and returns then.
+// It used to answer success and leave the process running.
+func TestKillBeforeTheChildStarts(t *testing.T) {
+	for _, isExec := range []bool{false, true} {
+		name := "process.start"
+		if isExec {
+			name = "exec"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newTestEngine(t)
+			killed := make(chan error, 1)
+			testHookRegistered = func(p *process) {
+				go func() { killed <- e.KillProcess(p.id, unix.SIGKILL, 0) }()
+				// Hold the launch until the kill waits for it, or (as it
+				// did) returned without killing anything.
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+					p.mu.Lock()
+					waiting := p.pendingKill != nil
+					p.mu.Unlock()
+					if waiting || len(killed) > 0 {
+						return
+					}
+				}
+			}
+			defer func() { testHookRegistered = nil }()
+			if isExec {
+				res, err := e.Exec(ctxT(t, 20*time.Second), ExecRequest{ID: "early", Command: "sleep 30"})
+				if err != nil || res.Signal != "KILL" {
+					t.Fatalf("Exec: %+v, %v: want it killed", res, err)
+				}
+			} else {
+				startProc(t, e, ProcessRequest{ID: "early", Command: "sleep 30"})
+			}
+			status := waitProc(t, e, "early").Status
+			select {
+			case err := <-killed:
+				if err != nil {
+					t.Fatalf("KillProcess: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("KillProcess did not return")
+			}
+			if status != StatusKilled {
+				t.Errorf("status %q, want %q", status, StatusKilled)
+			}
+		})
 	}
 }

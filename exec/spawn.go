@@ -84,7 +84,14 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.stdin = inW
 	p.killTree, p.ownTree = child.KillTree, true
 	p.signal = child.SignalGroup
+	pk := p.pendingKill
+	p.pendingKill = nil
 	p.mu.Unlock()
+	if pk != nil {
+		// A kill came before the child ran (see process.kill); its
+		// caller waits for this. Not here: supervise must reap.
+		go func() { pk.done <- child.KillTree(pk.sig, pk.grace) }()
+	}
 	// Close may have listed p before it had a tree to kill: then the kill
 	// is ours (see Close; the two locks order it either way).
 	e.mu.Lock()
@@ -207,6 +214,9 @@ func (e *Engine) execStateless(ctx context.Context, req ExecRequest, id string) 
 		return ExecResult{}, err
 	}
 	defer e.unpin(p)
+	if testHookRegistered != nil {
+		testHookRegistered(p)
+	}
 	start := time.Now()
 	spec := childSpec{args: args, dir: req.Cwd, env: env, stdin: in}
 	if err := e.launch(p, spec, req.Timeout, false); err != nil {
