@@ -48,6 +48,12 @@ type Config struct {
 	// have it. Only a command that leaves a writer behind waits: a
 	// server started with & is cut off after it.
 	TrailGrace time.Duration
+	// DetachedHold is how long the record of an exec whose caller went
+	// away before its end (ExecRequest.Detached) is kept beyond
+	// retention, for the caller to fetch its result by ID once it is
+	// back (5 min). Retention drops exec records first otherwise, and
+	// under many ending processes it dropped them within a second.
+	DetachedHold time.Duration
 	// ExitPollInterval is the exit watcher's polling fallback period
 	// (50 ms), used when fsnotify events do not arrive (network and FUSE
 	// filesystems).
@@ -71,6 +77,7 @@ func DefaultConfig() Config {
 		MaxTimeout:         7 * 24 * time.Hour,
 		KillGrace:          500 * time.Millisecond,
 		TrailGrace:         200 * time.Millisecond,
+		DetachedHold:       5 * time.Minute,
 		ExitPollInterval:   50 * time.Millisecond,
 	}
 }
@@ -109,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TrailGrace <= 0 {
 		c.TrailGrace = d.TrailGrace
+	}
+	if c.DetachedHold <= 0 {
+		c.DetachedHold = d.DetachedHold
 	}
 	if c.KillGrace <= 0 {
 		c.KillGrace = d.KillGrace

@@ -353,6 +353,16 @@ func (e *Engine) retire(p *process) {
 	}
 }
 
+// releaseResult unpins an exec's record as its result is returned, or
+// DetachedHold later when its caller went away (see ExecRequest.Detached).
+func (e *Engine) releaseResult(p *process, detached func() bool) {
+	if detached != nil && detached() {
+		time.AfterFunc(e.cfg.DetachedHold, func() { e.unpin(p) })
+		return
+	}
+	e.unpin(p)
+}
+
 // unpin lets retention drop an exec's record once its caller has read the
 // result (execs register their record pinned: it ends before the answer).
 func (e *Engine) unpin(p *process) {

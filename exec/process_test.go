@@ -585,3 +585,55 @@ func TestKillBeforeTheChildStarts(t *testing.T) {
 		})
 	}
 }
+
+// The record of an exec whose caller went away while it ran outlasts
+// retention for DetachedHold, so the caller finds the result by ID once
+// back; a caller that stayed gets no such hold.
+func TestDetachedExecResultOutlastsRetention(t *testing.T) {
+	e := newTestEngine(t, func(c *Config) {
+		c.RetainCount = 2
+		c.DetachedHold = 300 * time.Millisecond
+	})
+	ctx := ctxT(t, 20*time.Second)
+	gone := func() bool { return true }
+	for _, r := range []ExecRequest{
+		{ID: "stayed", Command: "echo stayed"},
+		{ID: "detached", Command: "echo detached", Detached: gone},
+		{ID: "detached-in-session", Command: "echo in session", SessionID: "s", Detached: gone},
+	} {
+		if r.SessionID != "" {
+			if _, err := e.CreateSession(ctx, SessionOptions{ID: r.SessionID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.Exec(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	churn := func() { // more ended records than retention keeps
+		for range 4 {
+			waitProc(t, e, startProc(t, e, ProcessRequest{Command: "true"}).ID)
+		}
+	}
+	churn()
+	if _, err := e.GetProcess("stayed"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an exec whose caller took the result: %v, want it dropped first", err)
+	}
+	for _, id := range []string{"detached", "detached-in-session"} {
+		if _, err := e.GetProcess(id); err != nil {
+			t.Errorf("%s: %v: the result was dropped before its caller came back", id, err)
+		}
+	}
+	// Past the hold, retention drops them again.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		churn()
+		_, err1 := e.GetProcess("detached")
+		_, err2 := e.GetProcess("detached-in-session")
+		if errors.Is(err1, ErrNotFound) && errors.Is(err2, ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("held records were never dropped: %v %v", err1, err2)
+		}
+	}
+}

@@ -192,7 +192,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	if err := e.registerQueued(p, q); err != nil {
 		return ExecResult{}, err
 	}
-	defer e.unpin(p)
+	defer e.releaseResult(p, req.Detached)
 	s.startCommand(req.Command)
 	line := wrapperLine(req.Stdin != nil, overrides)
 	o, rtErr := s.roundTrip(ctx, text, line, timeout, p.logs)

@@ -213,7 +213,7 @@ func (e *Engine) execStateless(ctx context.Context, req ExecRequest, id string) 
 		removeFiles(p.extraFiles)
 		return ExecResult{}, err
 	}
-	defer e.unpin(p)
+	defer e.releaseResult(p, req.Detached)
 	if testHookRegistered != nil {
 		testHookRegistered(p)
 	}

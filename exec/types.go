@@ -47,6 +47,11 @@ type ExecRequest struct {
 	// (mux.Conn.ReserveAnswer). If it fails, Exec returns its error; the
 	// record stays readable by ID.
 	BeforeOutput func(stdout, stderr int) error
+	// Detached, if set, is asked once the command has ended whether the
+	// caller went away meanwhile (a server: the client's socket
+	// dropped). If so the record is kept for Config.DetachedHold beyond
+	// retention: the caller will ask for the result by ID.
+	Detached func() bool
 }
 
 // ExecResult is the outcome of [Engine.Exec].

@@ -39,11 +39,12 @@ func dropSockets(t *testing.T, d *daemon) {
 // cutProxy forwards 127.0.0.1 TCP to the daemon until cut, which closes
 // its listener and every connection: the daemon is out of reach.
 type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-	muted atomic.Bool // the daemon's bytes are dropped, not forwarded
+	ln       net.Listener
+	mu       sync.Mutex
+	conns    []net.Conn
+	wg       sync.WaitGroup
+	muted    atomic.Bool // the daemon's bytes are dropped, not forwarded
+	refusing atomic.Bool // new connections are closed at once
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -59,6 +60,10 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.refusing.Load() {
+				_ = c.Close()
+				continue
 			}
 			s, err := net.Dial("tcp", target)
 			if err != nil {
@@ -856,4 +861,62 @@ func startSleeper(t *testing.T, ctx context.Context, c *client.Client) *client.P
 	}
 	t.Cleanup(func() { _ = p.Kill(context.Background(), "KILL", 0) })
 	return p
+}
+
+// An exec whose socket dropped while it ran keeps its result for the
+// client to fetch once back, even when many processes ended meanwhile:
+// retention dropped exec records first, and the client found nothing.
+func TestClientExecResultOutlastsRetentionAcrossADrop(t *testing.T) {
+	d := startDaemon(t, nil, "--retain-count", "4")
+	proxy := newCutProxy(t, d.Addr)
+	ctx := ctxT(t, 30*time.Second)
+	c, err := client.Dial(ctx, proxy.URL(), client.Options{MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	direct := d.dial(t, client.Options{})
+	type result struct {
+		r   *client.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := c.Exec(ctx, "sleep 0.3; echo done", client.ExecOptions{ID: "dropped-exec"})
+		done <- result{r, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		execs, err := direct.ListRunningExecs(ctx)
+		if err == nil && len(execs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the exec never ran: %v %v", execs, err)
+		}
+	}
+	// The client loses its socket and cannot come back until the exec
+	// ended and more processes than retention keeps ended after it.
+	proxy.refusing.Store(true)
+	proxy.drop()
+	p, err := direct.Process(ctx, "dropped-exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		q, err := direct.StartProcess(ctx, "true", client.ProcessOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.refusing.Store(false)
+	res := recvOrTimeout(t, done, 20*time.Second)
+	if res.err != nil || res.r == nil || string(res.r.Stdout) != "done\n" {
+		t.Fatalf("Exec across the drop: %+v, %v: want its result", res.r, res.err)
+	}
 }

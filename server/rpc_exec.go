@@ -84,6 +84,11 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 	req.BeforeOutput = func(stdout, stderr int) error {
 		return c.ReserveAnswer(ctx, b.answerBound(stdout+stderr, enc))
 	}
+	// A client whose socket dropped while the command ran comes back for
+	// the result by id: the record outlasts retention for a while.
+	req.Detached = func() bool {
+		return (ctx.Err() != nil || c.Err() != nil) && !errors.Is(context.Cause(ctx), mux.ErrCancelledByPeer)
+	}
 	run, release := detachOnDrop(ctx, c)
 	res, err := b.engine.e.Exec(run, req)
 	release()
