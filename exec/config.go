@@ -49,10 +49,11 @@ type Config struct {
 	// server started with & is cut off after it.
 	TrailGrace time.Duration
 	// DetachedHold is how long the record of an exec whose caller went
-	// away before its end (ExecRequest.Detached) is kept beyond
-	// retention, for the caller to fetch its result by ID once it is
-	// back (5 min). Retention drops exec records first otherwise, and
-	// under many ending processes it dropped them within a second.
+	// away before its end (ExecRequest.Detached) is the last that
+	// retention drops, for the caller to fetch its result by ID once it
+	// is back (5 min; negative: no such preference). Retention drops
+	// exec records first otherwise, and under many ending processes it
+	// dropped them within a second.
 	DetachedHold time.Duration
 	// ExitPollInterval is the exit watcher's polling fallback period
 	// (50 ms), used when fsnotify events do not arrive (network and FUSE
@@ -117,7 +118,7 @@ func (c Config) withDefaults() Config {
 	if c.TrailGrace <= 0 {
 		c.TrailGrace = d.TrailGrace
 	}
-	if c.DetachedHold <= 0 {
+	if c.DetachedHold == 0 {
 		c.DetachedHold = d.DetachedHold
 	}
 	if c.KillGrace <= 0 {

@@ -333,12 +333,20 @@ func (e *Engine) retire(p *process) {
 	// Closing, every record ends at once: Close removes all the files in
 	// one go, and unlinking gigabytes record by record here made shutdown
 	// overrun its budget.
+	now := time.Now()
 	for !e.closed && (len(e.ended) > e.cfg.RetainCount || e.endedBytes > e.cfg.RetainBytes) {
 		// Exec records go first: their caller had the result, while the
 		// end of a started process (a build's exit code) is read later.
-		i := slices.IndexFunc(e.ended, func(q *process) bool { return q != p && q.pinned == 0 && q.isExec })
+		// Held exec records (their caller went away: it will ask for the
+		// result by id) go last.
+		droppable := func(q *process) bool { return q != p && q.pinned == 0 }
+		held := func(q *process) bool { return now.Before(q.heldUntil) }
+		i := slices.IndexFunc(e.ended, func(q *process) bool { return droppable(q) && q.isExec && !held(q) })
 		if i < 0 {
-			i = slices.IndexFunc(e.ended, func(q *process) bool { return q != p && q.pinned == 0 })
+			i = slices.IndexFunc(e.ended, func(q *process) bool { return droppable(q) && !held(q) })
+		}
+		if i < 0 && e.heldOverLocked(now) {
+			i = slices.IndexFunc(e.ended, droppable) // held ones alone are past the limits
 		}
 		if i < 0 {
 			break
@@ -353,14 +361,31 @@ func (e *Engine) retire(p *process) {
 	}
 }
 
-// releaseResult unpins an exec's record as its result is returned, or
-// DetachedHold later when its caller went away (see ExecRequest.Detached).
-func (e *Engine) releaseResult(p *process, detached func() bool) {
-	if detached != nil && detached() {
-		time.AfterFunc(e.cfg.DetachedHold, func() { e.unpin(p) })
-		return
+// heldOverLocked reports whether the records held for their callers
+// (releaseResult) alone exceed retention's limits.
+func (e *Engine) heldOverLocked(now time.Time) bool {
+	n, bytes := 0, int64(0)
+	for _, q := range e.ended {
+		if now.Before(q.heldUntil) {
+			n++
+			bytes += q.keptBytes
+		}
 	}
-	e.unpin(p)
+	return n > e.cfg.RetainCount || bytes > e.cfg.RetainBytes
+}
+
+// releaseResult unpins an exec's record as its result is returned. When
+// its caller went away (see ExecRequest.Detached), retention also keeps
+// the record in preference to others for DetachedHold: not a pin, so
+// retention's limits hold and the id can be used again at once.
+func (e *Engine) releaseResult(p *process, detached func() bool) {
+	hold := e.cfg.DetachedHold > 0 && detached != nil && detached()
+	e.mu.Lock()
+	p.pinned--
+	if hold {
+		p.heldUntil = time.Now().Add(e.cfg.DetachedHold)
+	}
+	e.mu.Unlock()
 }
 
 // unpin lets retention drop an exec's record once its caller has read the

@@ -23,8 +23,9 @@ type process struct {
 	startedAt                        time.Time
 	logs                             [2]*outputLog // Stdout, Stderr
 	done                             chan struct{}
-	keptBytes                        int64 // retained output once ended; written by retire before the record is listed as ended
-	pinned                           int   // exec calls still to read the result: retention keeps it (guarded by Engine.mu)
+	keptBytes                        int64     // retained output once ended; written by retire before the record is listed as ended
+	pinned                           int       // exec calls still to read the result: retention keeps it (guarded by Engine.mu)
+	heldUntil                        time.Time // retention keeps it before others until then: its caller went away (guarded by Engine.mu)
 	// mu guards the fields below. Never held across a kill or a write to
 	// stdin (a pipe that may be full).
 	mu sync.Mutex
@@ -217,8 +218,13 @@ func (p *process) kill(sig syscall.Signal, grace time.Duration, byUser bool) err
 		if pk == nil {
 			pk = &pendingKill{sig: sig, grace: grace, done: make(chan error, 1)}
 			p.pendingKill = pk
-		} else if sig == unix.SIGKILL {
-			pk.sig = sig // the harder of two kills that came early
+		} else {
+			// Two kills came early: the later signal (KILL stays), the
+			// shorter grace.
+			if pk.sig != unix.SIGKILL {
+				pk.sig = sig
+			}
+			pk.grace = min(pk.grace, grace)
 		}
 		p.mu.Unlock()
 		select {

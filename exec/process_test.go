@@ -586,9 +586,11 @@ func TestKillBeforeTheChildStarts(t *testing.T) {
 	}
 }
 
-// The record of an exec whose caller went away while it ran outlasts
-// retention for DetachedHold, so the caller finds the result by ID once
-// back; a caller that stayed gets no such hold.
+// The record of an exec whose caller went away while it ran is the last
+// that retention drops for DetachedHold, so the caller finds the result
+// by ID once back; a caller that stayed gets no such preference. It is
+// no pin: the id can be used again at once, and records held that way
+// alone past retention's limits are dropped too.
 func TestDetachedExecResultOutlastsRetention(t *testing.T) {
 	e := newTestEngine(t, func(c *Config) {
 		c.RetainCount = 2
@@ -623,6 +625,26 @@ func TestDetachedExecResultOutlastsRetention(t *testing.T) {
 		if _, err := e.GetProcess(id); err != nil {
 			t.Errorf("%s: %v: the result was dropped before its caller came back", id, err)
 		}
+	}
+	// The id is free for a new command at once.
+	if _, err := e.Exec(ctx, ExecRequest{ID: "detached", Command: "true", Detached: gone}); err != nil {
+		t.Fatalf("an exec reusing a held record's id: %v", err)
+	}
+	// Held records alone do not exceed retention.
+	for i := range 6 {
+		if _, err := e.Exec(ctx, ExecRequest{ID: fmt.Sprintf("many-%d", i), Command: "true", Detached: gone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	churn()
+	kept := 0
+	for i := range 6 {
+		if _, err := e.GetProcess(fmt.Sprintf("many-%d", i)); err == nil {
+			kept++
+		}
+	}
+	if kept > 2 {
+		t.Errorf("%d held records kept, past RetainCount 2", kept)
 	}
 	// Past the hold, retention drops them again.
 	for deadline := time.Now().Add(10 * time.Second); ; {

@@ -49,8 +49,8 @@ type ExecRequest struct {
 	BeforeOutput func(stdout, stderr int) error
 	// Detached, if set, is asked once the command has ended whether the
 	// caller went away meanwhile (a server: the client's socket
-	// dropped). If so the record is kept for Config.DetachedHold beyond
-	// retention: the caller will ask for the result by ID.
+	// dropped). If so retention drops the record last for
+	// Config.DetachedHold: the caller will ask for the result by ID.
 	Detached func() bool
 }
 

@@ -799,8 +799,8 @@ func TestClientExecOnOutputWithoutALiveChannel(t *testing.T) {
 func TestClientGivesUpOnADaemonThatStaysAway(t *testing.T) {
 	a := startDaemon(t, nil)
 	// The backoff (20 ms doubling, up to 4 s) tries again at ~2.5 s and
-	// then at ~5.1 s: calls must fail at 2.6 s, not at the next attempt.
-	const unreachable = 2600 * time.Millisecond
+	// then at ~5.1 s: calls must fail at 3 s, not at the next attempt.
+	const unreachable = 3 * time.Second
 	c := a.dial(t, client.Options{Unreachable: unreachable, MaxBackoff: 4 * time.Second})
 	ctx := ctxT(t, 30*time.Second)
 	done := make(chan error, 1)
@@ -918,5 +918,9 @@ func TestClientExecResultOutlastsRetentionAcrossADrop(t *testing.T) {
 	res := recvOrTimeout(t, done, 20*time.Second)
 	if res.err != nil || res.r == nil || string(res.r.Stdout) != "done\n" {
 		t.Fatalf("Exec across the drop: %+v, %v: want its result", res.r, res.err)
+	}
+	// The record is kept, not pinned: its id is free for the next command.
+	if r, err := c.Exec(ctx, "echo again", client.ExecOptions{ID: "dropped-exec"}); err != nil || string(r.Stdout) != "again\n" {
+		t.Fatalf("an exec reusing the id: %v", err)
 	}
 }

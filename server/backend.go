@@ -40,8 +40,6 @@ func newBackend(s *Server) (*backend, error) {
 		"maxChannels":    "muxd serve --max-channels",
 		"maxRpcRequest":  "muxd serve --max-rpc-request",
 		"maxRpcResponse": "muxd serve --max-rpc-response",
-		"maxRpcInflight": "muxd serve --max-rpc-inflight",
-		"connBudget":     "muxd serve --conn-buffer",
 	}
 
 	b.terms = pty.NewManager(pty.Config{
