@@ -49,10 +49,11 @@ type Config struct {
 	// after it the socket is dropped.
 	CloseTimeout time.Duration
 	// LimitNames says where an operator changes a limit, keyed by its
-	// HELLO name ("maxChannels", "maxRpcRequest", "maxRpcResponse",
-	// "maxRpcInflight") or "connBudget"; a refusal at that limit ends with it in
-	// parentheses. The daemon names its flags ("muxd serve
-	// --max-channels"); empty, refusals name only the limit.
+	// HELLO name ("maxChannels", "maxRpcRequest", "maxRpcResponse"); a
+	// refusal at that limit ends with it in parentheses. The daemon
+	// names its flags ("muxd serve --max-channels"); empty, refusals
+	// name only the limit. Busy answers keep their exact words, which
+	// clients match (IsOverload) to retry.
 	LimitNames map[string]string
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Code is a wsmux/1 error code: one set for channels (OPEN_FAIL, CLOSE,
@@ -76,6 +75,8 @@ type Error struct {
 	Code    Code   `json:"code"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// goAway marks the error a GOAWAY carried: it is ErrGoAway too.
+	goAway bool
 }
 
 // Error implements error.
@@ -91,8 +92,12 @@ func (e *Error) Error() string {
 }
 
 // Is reports whether target is an *Error with the same code, so
-// errors.Is(err, &mux.Error{Code: mux.CodeNotFound}) works.
+// errors.Is(err, &mux.Error{Code: mux.CodeNotFound}) works; the error a
+// GOAWAY carried is ErrGoAway too.
 func (e *Error) Is(target error) bool {
+	if target == ErrGoAway {
+		return e.goAway
+	}
 	t, ok := target.(*Error)
 	return ok && t.Code == e.Code
 }
@@ -135,10 +140,9 @@ func IsOverload(err error) bool {
 	if !errors.As(err, &e) || e.Code != CodeBusy {
 		return false
 	}
-	for _, m := range [...]string{busyLong, busyShort, busyBudget} {
-		if strings.HasPrefix(e.Message, m) { // a server may add where the limit is set
-			return true
-		}
+	switch e.Message {
+	case busyLong, busyShort, busyBudget:
+		return true
 	}
 	return false
 }
@@ -197,13 +201,6 @@ var (
 	// outlive a dropped socket, but not a cancel, tells them apart by it.
 	ErrCancelledByPeer = errors.New("mux: cancelled by the peer (rpc.cancel)")
 )
-
-// goAwayError is the connection error after a GOAWAY that said why: it
-// is ErrGoAway (errors.Is), and the server's *Error (errors.As).
-type goAwayError struct{ e *Error }
-
-func (g goAwayError) Error() string   { return g.e.Error() }
-func (g goAwayError) Unwrap() []error { return []error{ErrGoAway, g.e} }
 
 // ProtocolError is the error of a connection closed for a protocol
 // violation, with the WebSocket close status used.

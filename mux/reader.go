@@ -106,7 +106,7 @@ func (c *Conn) readErr(err error) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.goaway != nil {
-			return goAwayError{c.goaway}
+			return c.goaway
 		}
 		return ErrGoAway
 	}
@@ -140,6 +140,9 @@ func (c *Conn) handleFrame(h header, p []byte) *ProtocolError {
 		e, err := parseErrorPayload(p)
 		if err != nil {
 			return protoErr("malformed GOAWAY")
+		}
+		if e != nil {
+			e.goAway = true // errors.Is(err, ErrGoAway)
 		}
 		c.mu.Lock()
 		c.goaway = e

@@ -69,9 +69,9 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	case long && c.longInflight >= c.cfg.MaxLongInflight:
 		busy = ErrBusy(busyLong)
 	case !long && c.shortInflight >= c.cfg.MaxRPCInflight:
-		busy = ErrBusy(busyShort + c.cfg.limitHint("maxRpcInflight"))
+		busy = ErrBusy(busyShort)
 	case c.used+size > c.outputCapLocked():
-		busy = ErrBusy(busyBudget + c.cfg.limitHint("connBudget"))
+		busy = ErrBusy(busyBudget)
 	}
 	if busy != nil {
 		c.mu.Unlock()
