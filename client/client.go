@@ -262,7 +262,7 @@ func (c *Client) supervise(conn *mux.Conn) {
 		}
 		c.log.Info("disconnected; reconnecting", "err", conn.Err())
 		c.event(connEvent{err: err})
-		next := c.redial()
+		next := c.redial(err)
 		if next == nil {
 			return
 		}
@@ -270,19 +270,17 @@ func (c *Client) supervise(conn *mux.Conn) {
 	}
 }
 
-// redial dials until it succeeds or the client closes. Calls fail with
-// ErrUnreachable once Options.Unreachable has passed, on time rather
-// than at the next attempt (the backoff may be seconds away).
-func (c *Client) redial() *mux.Conn {
+// redial dials until it succeeds or the client closes; lost is why the
+// connection ended. Calls fail with ErrUnreachable once
+// Options.Unreachable has passed, on time rather than at the next
+// attempt (the backoff may be seconds away).
+func (c *Client) redial(lost error) *mux.Conn {
 	backoff := 20 * time.Millisecond
 	var lastErr atomic.Pointer[error]
+	lastErr.Store(&lost) // until a dial fails
 	if c.opts.Unreachable > 0 {
 		giveUp := time.AfterFunc(c.opts.Unreachable, func() {
-			why := ErrDisconnected
-			if e := lastErr.Load(); e != nil {
-				why = *e
-			}
-			c.setUnreachable(fmt.Errorf("%w for %v: %v", ErrUnreachable, c.opts.Unreachable, why))
+			c.setUnreachable(fmt.Errorf("%w for %v: %v", ErrUnreachable, c.opts.Unreachable, *lastErr.Load()))
 		})
 		defer giveUp.Stop()
 	}
