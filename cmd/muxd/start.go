@@ -38,7 +38,7 @@ func runStart(args []string, stdout, stderr io.Writer) int {
 	fs.Var(sizeFlag{&limit}, "output-limit", "keep the last `bytes` of each stream (0 = the daemon's default)")
 	env := envList{}
 	fs.Var(env, "env", "set `NAME=VALUE` (repeatable)")
-	stdin := fs.Bool("stdin", false, "keep the process's stdin open for clients to write to (Go: client.Process(ctx, ID).Stdin()); without it the process reads end of file")
+	stdin := fs.Bool("stdin", false, "keep the process's stdin open for clients to write to (in Go: the Stdin of Client.Process(ctx, ID)); without it the process reads end of file")
 	if ok, code := parseClientFlags(fs, &o, args, startUsage, stderr); !ok {
 		return code
 	}
