@@ -344,12 +344,8 @@ type stdinWriter struct {
 	// ended is set when the daemon ended the channel (the process
 	// exited): a Close after it has nothing left to do.
 	ended atomic.Bool
-	// resending is set while a reconnect's resend runs (see Close), to a
-	// channel closed when it ends.
-	resending atomic.Pointer[chan struct{}]
-	// eofAfterResend is a Close that came during a resend: the writer
-	// sends its EOF once the resend went.
-	eofAfterResend atomic.Bool
+	// resending is set while a reconnect's resend runs (see Close).
+	resending atomic.Bool
 
 	// name is this writer's stdin stream at the daemon, which counts
 	// the stream's bytes written to the process. sent counts the bytes
@@ -379,23 +375,16 @@ func (w *stdinWriter) channel(ctx context.Context) (*mux.Channel, error) {
 		// process that does not read: a Close then sends its EOF here,
 		// but only after the resend (resending is set first, so a Close
 		// that sees the channel sees the flag too).
-		resent := make(chan struct{})
-		w.resending.Store(&resent)
+		w.resending.Store(true)
 		w.cur.Store(ch)
 		if testHookResend != nil {
 			testHookResend(w)
 		}
 		err := w.resend(ch)
 		if err != nil {
-			w.cur.Store(nil)
+			w.cur.Store(nil) // before the flag: a Close must not take this channel
 		}
-		w.resending.Store(nil)
-		close(resent)
-		if err == nil && w.eofAfterResend.Swap(false) {
-			// A Close came during the resend: its EOF goes now, after
-			// it, and ends the Write (it returns ErrWriteClosed).
-			_ = ch.CloseWrite() // Best effort: a lost socket fails the Write's next frame
-		}
+		w.resending.Store(false)
 		if err != nil {
 			if lost(w.f.conn, err) {
 				w.f.drop()
@@ -510,22 +499,11 @@ func (w *stdinWriter) Close() error {
 	if w.ended.Load() {
 		return nil // the process ended: its stdin with it
 	}
-	for !w.mu.TryLock() {
-		resent, done, err := w.closeUnderWrite()
-		if done {
+	if !w.mu.TryLock() {
+		if done, err := w.closeUnderWrite(); done {
 			return err
 		}
-		if resent == nil {
-			w.mu.Lock()
-			break
-		}
-		// A resend runs, and may wait for credit for ever (a process that
-		// stopped reading): the writer sends the EOF after it. If the
-		// resend ended before the writer saw the flag, try again.
-		w.eofAfterResend.Store(true)
-		if w.resending.Load() != nil || !w.eofAfterResend.Swap(false) {
-			return nil
-		}
+		w.mu.Lock()
 	}
 	defer w.mu.Unlock()
 	for range 3 { // a socket lost between the open and the EOF, then again
@@ -550,19 +528,16 @@ func (w *stdinWriter) Close() error {
 // credit the process may never give (it does not read): the EOF goes
 // after what that Write queued so far, and ends it. Not while the Write
 // sends again what earlier Writes reported written (after a reconnect):
-// all of that goes first, and resent is closed once it went.
-func (w *stdinWriter) closeUnderWrite() (resent <-chan struct{}, done bool, err error) {
+// all of that goes first, and done is false (Close waits for mu).
+func (w *stdinWriter) closeUnderWrite() (done bool, err error) {
 	ch := w.cur.Load()
-	if ch == nil {
-		return nil, false, nil
-	}
-	if r := w.resending.Load(); r != nil {
-		return *r, false, nil
+	if ch == nil || w.resending.Load() {
+		return false, nil
 	}
 	if err := ch.CloseWrite(); err == nil || !lost(ch.Conn(), err) {
-		return nil, true, err
+		return true, err
 	}
-	return nil, false, nil
+	return false, nil
 }
 
 // testHookResend, when set by a test, runs as a channel opened for a
