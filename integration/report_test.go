@@ -177,7 +177,14 @@ const missesText = `
   second thread it wakes and where the kernel then runs things, not the
   hand-off itself (~3 µs in process). wsmux has a reader goroutine on
   each side by design (it must read while consumers are slow), so two
-  such hand-offs stand between it and the raw echo.
+  such hand-offs stand between it and the raw echo. The way around them
+  would be a consumer that reads the socket itself while no one else
+  does (leader/follower), waking no other thread in a steady echo. Not
+  built: a goroutine inside coder/websocket's Read cannot be called
+  back (cancelling that read closes the connection), so a Read whose
+  channel is closed, or whose context ends, would wait for the next
+  message on the socket, and a slow consumer would hold up every other
+  channel's frames until a fallback reader took over on a timer.
 - **Keystroke echo (pty/).** On /ws/terminal the PTY reader sends a small
   read (an echo) itself when the socket has room, sparing the hand-off to
   the socket's sender: ~65–70 µs against ~85–90 µs before in 3
