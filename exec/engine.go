@@ -330,17 +330,17 @@ func (e *Engine) retire(p *process) {
 		e.ended = append(e.ended, p)
 		e.endedBytes += p.keptBytes
 	}
+	// Exec records go first: their caller had the result, while the end
+	// of a started process (a build's exit code) is read later. Held exec
+	// records (their caller went away: it will ask for the result by id)
+	// go last.
+	now := time.Now()
+	droppable := func(q *process) bool { return q != p && q.pinned == 0 }
+	held := func(q *process) bool { return now.Before(q.heldUntil) }
 	// Closing, every record ends at once: Close removes all the files in
 	// one go, and unlinking gigabytes record by record here made shutdown
 	// overrun its budget.
-	now := time.Now()
 	for !e.closed && (len(e.ended) > e.cfg.RetainCount || e.endedBytes > e.cfg.RetainBytes) {
-		// Exec records go first: their caller had the result, while the
-		// end of a started process (a build's exit code) is read later.
-		// Held exec records (their caller went away: it will ask for the
-		// result by id) go last.
-		droppable := func(q *process) bool { return q != p && q.pinned == 0 }
-		held := func(q *process) bool { return now.Before(q.heldUntil) }
 		i := slices.IndexFunc(e.ended, func(q *process) bool { return droppable(q) && q.isExec && !held(q) })
 		if i < 0 {
 			i = slices.IndexFunc(e.ended, func(q *process) bool { return droppable(q) && !held(q) })
@@ -385,14 +385,6 @@ func (e *Engine) releaseResult(p *process, detached func() bool) {
 	if hold {
 		p.heldUntil = time.Now().Add(e.cfg.DetachedHold)
 	}
-	e.mu.Unlock()
-}
-
-// unpin lets retention drop an exec's record once its caller has read the
-// result (execs register their record pinned: it ends before the answer).
-func (e *Engine) unpin(p *process) {
-	e.mu.Lock()
-	p.pinned--
 	e.mu.Unlock()
 }
 

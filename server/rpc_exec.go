@@ -85,7 +85,7 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 		return c.ReserveAnswer(ctx, b.answerBound(stdout+stderr, enc))
 	}
 	// A client whose socket dropped while the command ran comes back for
-	// the result by id: the record outlasts retention for a while.
+	// the result by id: retention keeps the record last for a while.
 	req.Detached = func() bool {
 		return (ctx.Err() != nil || c.Err() != nil) && !errors.Is(context.Cause(ctx), mux.ErrCancelledByPeer)
 	}
