@@ -571,13 +571,8 @@ func TestKillBeforeTheChildStarts(t *testing.T) {
 				startProc(t, e, ProcessRequest{ID: "early", Command: "sleep 30"})
 			}
 			status := waitProc(t, e, "early").Status
-			select {
-			case err := <-killed:
-				if err != nil {
-					t.Fatalf("KillProcess: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("KillProcess did not return")
+			if err := recvOrTimeout(t, killed, 10*time.Second, "KillProcess's return"); err != nil {
+				t.Fatalf("KillProcess: %v", err)
 			}
 			if status != StatusKilled {
 				t.Errorf("status %q, want %q", status, StatusKilled)
