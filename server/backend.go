@@ -35,6 +35,7 @@ func newBackend(s *Server) (*backend, error) {
 	b.muxCfg.MaxRPCRequest = s.cfg.MaxRPCRequest
 	b.muxCfg.MaxRPCResponse = s.cfg.MaxRPCResponse
 	b.muxCfg.MaxRPCInflight = s.cfg.MaxRPCInflight
+	b.muxCfg.MaxLongInflight = s.cfg.MaxLongInflight
 	b.muxCfg.CloseTimeout = time.Second // shutdown must finish within 5 s
 	b.muxCfg.LimitNames = map[string]string{
 		"maxChannels":    "muxd serve --max-channels",

@@ -63,6 +63,10 @@ type Config struct {
 	MaxRPCRequest, MaxRPCResponse int
 	// MaxRPCInflight caps unanswered short requests per connection.
 	MaxRPCInflight int
+	// MaxLongInflight caps unanswered long requests (exec, waits) per
+	// connection, apart from the short ones so that a client waiting on
+	// many things can still kill and list.
+	MaxLongInflight int
 	// ShutdownTimeout bounds Shutdown as a whole (the daemon exits within 5 s).
 	ShutdownTimeout time.Duration
 }
@@ -84,6 +88,7 @@ func DefaultConfig() Config {
 		MaxRPCRequest:   1 << 20, // 1 MiB
 		MaxRPCResponse:  4 << 20, // 4 MiB
 		MaxRPCInflight:  32,
+		MaxLongInflight: 256,
 		ShutdownTimeout: 4 * time.Second,
 	}
 }
@@ -120,6 +125,7 @@ func (c *Config) Validate() error {
 		{"--max-rpc-request", int64(c.MaxRPCRequest)},
 		{"--max-rpc-response", int64(c.MaxRPCResponse)},
 		{"--max-rpc-inflight", int64(c.MaxRPCInflight)},
+		{"--max-long-inflight", int64(c.MaxLongInflight)},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {

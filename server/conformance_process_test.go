@@ -518,3 +518,25 @@ func TestReusedIDsGetANewInstance(t *testing.T) {
 	}
 	mustCall(t, conn, "terminal.destroy", obj{"id": "x"})
 }
+
+// --max-long-inflight reaches the connection: past it a long request
+// gets busy at once, while short requests still go through.
+func TestLongRequestCapFollowsItsFlag(t *testing.T) {
+	_, url := testServer(t, func(c *Config) { c.MaxLongInflight = 1 })
+	conn := rawConn(t, url, client.Options{NoReconnect: true})
+	mustCall(t, conn, "process.start", obj{"command": "exec sleep 30", "id": "w"})
+	// Two waits: whichever comes second is refused, the other waits.
+	ended := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := call(t, conn, "process.wait", obj{"id": "w", "timeoutMs": 10000})
+			ended <- err
+		}()
+	}
+	wantErr(t, "a second long request past --max-long-inflight 1", recvOrTimeout(t, ended, 5*time.Second), mux.CodeBusy)
+	mustCall(t, conn, "process.get", obj{"id": "w"})
+	mustCall(t, conn, "process.kill", obj{"id": "w", "signal": "KILL"})
+	if err := recvOrTimeout(t, ended, 10*time.Second); err != nil {
+		t.Fatalf("the first wait: %v", err)
+	}
+}

@@ -71,6 +71,7 @@ func newServeFlags(o *serveOpts, stderr io.Writer) *flag.FlagSet {
 	fs.Var(intSize{&c.MaxRPCRequest}, "max-rpc-request", "largest JSON-RPC request in `bytes`")
 	fs.Var(intSize{&c.MaxRPCResponse}, "max-rpc-response", "largest JSON-RPC response in `bytes`")
 	fs.IntVar(&c.MaxRPCInflight, "max-rpc-inflight", c.MaxRPCInflight, "unanswered short requests per connection")
+	fs.IntVar(&c.MaxLongInflight, "max-long-inflight", c.MaxLongInflight, "unanswered long requests (exec, process.wait and the other waits) per connection")
 	return fs
 }
 
