@@ -53,7 +53,13 @@ type process struct {
 	// pendingKill is a user's kill that came between the record's
 	// registration and its child's start: launch carries it out.
 	pendingKill *pendingKill
+	// pendingSignals are signals (channel CTRL) that came in the same
+	// window: launch sends them, in order, once the child runs.
+	pendingSignals []syscall.Signal
 }
+
+// maxPendingSignals bounds the signals kept for a child not yet started.
+const maxPendingSignals = 16
 
 // testHookRegistered, when a test sets it, runs between a record's
 // registration and its child's start.
@@ -279,6 +285,16 @@ func (e *Engine) SignalProcess(id string, sig syscall.Signal) error {
 	}
 	p.mu.Lock()
 	signal := p.signal
+	if signal == nil && !p.ended() {
+		// Registered, its child not started yet: launch sends it (it
+		// was dropped before). Past the bound, signals add nothing a
+		// child can tell apart.
+		if len(p.pendingSignals) < maxPendingSignals {
+			p.pendingSignals = append(p.pendingSignals, sig)
+		}
+		p.mu.Unlock()
+		return nil
+	}
 	p.mu.Unlock()
 	if p.ended() || signal == nil {
 		return nil

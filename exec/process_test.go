@@ -581,6 +581,23 @@ func TestKillBeforeTheChildStarts(t *testing.T) {
 	}
 }
 
+// A signal (channel CTRL) that comes between a record's registration
+// and its child's start reaches the child once it runs; it was dropped.
+func TestSignalBeforeTheChildStarts(t *testing.T) {
+	e := newTestEngine(t)
+	testHookRegistered = func(p *process) {
+		if err := e.SignalProcess(p.id, unix.SIGTERM); err != nil {
+			t.Errorf("SignalProcess: %v", err)
+		}
+	}
+	defer func() { testHookRegistered = nil }()
+	startProc(t, e, ProcessRequest{ID: "early", Command: "exec sleep 30"})
+	info, err := e.WaitProcess(ctxT(t, 5*time.Second), "early")
+	if err != nil || info.Signal != "TERM" {
+		t.Fatalf("WaitProcess: %+v, %v; want it ended by TERM at once", info, err)
+	}
+}
+
 // The record of an exec whose caller went away while it ran is the last
 // that retention drops for DetachedHold, so the caller finds the result
 // by ID once back; a caller that stayed gets no such preference. It is

@@ -85,8 +85,12 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.killTree, p.ownTree = child.KillTree, true
 	p.signal = child.SignalGroup
 	pk := p.pendingKill
-	p.pendingKill = nil
+	sigs := p.pendingSignals
+	p.pendingKill, p.pendingSignals = nil, nil
 	p.mu.Unlock()
+	for _, sig := range sigs {
+		_ = child.SignalGroup(sig) // Best effort, as SignalProcess: it may be gone.
+	}
 	if pk != nil {
 		// A kill came before the child ran (see process.kill); its
 		// caller waits for this. Not here: supervise must reap.
