@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,11 +17,12 @@ import (
 type authorizer struct {
 	tokenSum [sha256.Size]byte // sha256 of the token: equal-length compare
 	hasToken bool
-	origins  []string // lower-cased AllowedOrigins
+	origins  []string      // lower-cased AllowedOrigins
+	guesses  *guessLimiter // has its own lock
 }
 
-func newAuthorizer(token string, origins []string) *authorizer {
-	a := &authorizer{hasToken: token != ""}
+func newAuthorizer(token string, origins []string, guesses *guessLimiter) *authorizer {
+	a := &authorizer{hasToken: token != "", guesses: guesses}
 	if a.hasToken {
 		a.tokenSum = sha256.Sum256([]byte(token))
 	}
@@ -48,35 +50,47 @@ func presented(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// validToken reports whether r carries the daemon's token. Hashing first
-// makes the comparison constant-time whatever the lengths.
-func (a *authorizer) validToken(r *http.Request) bool {
+// checkToken reports whether r carries the daemon's token: nil when it
+// does, ErrUnauthorized when it carries none (or none is required) or a
+// wrong one, a guessError when its source presented wrong ones too often
+// (see guessLimiter). Hashing first makes the comparison constant-time
+// whatever the lengths.
+func (a *authorizer) checkToken(r *http.Request) error {
 	if !a.hasToken {
-		return false
+		return ErrUnauthorized
 	}
 	tok, ok := presented(r)
 	if !ok {
-		return false
+		return ErrUnauthorized
+	}
+	source := guessSource(r)
+	if wait := a.guesses.refused(source); wait > 0 {
+		return &guessError{retryAfter: wait}
 	}
 	sum := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
+	if subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1 {
+		return nil
+	}
+	a.guesses.wrong(source)
+	return ErrUnauthorized
 }
 
-// credentialsOK is /auth's answer: true when no token is required or the
+// credentials is /auth's answer: nil when no token is required or the
 // request carries the right one.
-func (a *authorizer) credentialsOK(r *http.Request) bool {
-	return !a.hasToken || a.validToken(r)
+func (a *authorizer) credentials(r *http.Request) error {
+	if !a.hasToken {
+		return nil
+	}
+	return a.checkToken(r)
 }
 
 // authorize admits a request to a protected route. A valid token admits
 // it regardless of Origin; without one, a required token refuses it, and
 // otherwise the Origin must be absent, the daemon's own, or allowed.
 func (a *authorizer) authorize(r *http.Request) error {
-	if a.validToken(r) {
-		return nil
-	}
-	if a.hasToken {
-		return ErrUnauthorized
+	err := a.checkToken(r)
+	if err == nil || a.hasToken {
+		return err
 	}
 	return a.checkOrigin(r)
 }
@@ -131,8 +145,9 @@ func isLoopbackRemote(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// protect wraps h with authorize: 401 for a missing or wrong token, 403
-// for a refused origin. The token is never echoed or logged.
+// protect wraps h with authorize: 401 for a missing or wrong token, 429
+// for a source refused after too many wrong ones, 403 for a refused
+// origin. The token is never echoed or logged.
 func (s *Server) protect(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.auth.authorize(r); err != nil {
@@ -144,11 +159,24 @@ func (s *Server) protect(h http.Handler) http.Handler {
 }
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	code := http.StatusForbidden
-	if err == ErrUnauthorized {
-		code = http.StatusUnauthorized
+	code := refusalStatus(err)
+	switch code {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="muxd"`)
+	case http.StatusTooManyRequests:
+		setRetryAfter(w, err)
 	}
 	s.log.Info("request refused", "path", r.URL.Path, "remote", r.RemoteAddr, "status", code, "err", err.Error())
 	http.Error(w, err.Error(), code)
+}
+
+// refusalStatus is the HTTP status of an authorize error.
+func refusalStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrTooManyGuesses):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusForbidden
 }

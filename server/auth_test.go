@@ -40,7 +40,7 @@ func TestAuthorizeTokenAndOrigin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := newAuthorizer(tt.token, tt.origins)
+			a := newAuthorizer(tt.token, tt.origins, newGuessLimiter(nil))
 			target := "http://daemon:3000/ws"
 			if tt.query != "" {
 				target += "?" + tt.query

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -35,7 +36,12 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 // serveAuth answers 200 or 401 for the presented credentials, so a page
 // (which cannot see a WebSocket's 401) can tell it needs a token.
 func (s *Server) serveAuth(w http.ResponseWriter, r *http.Request) {
-	if !s.auth.credentialsOK(r) {
+	if err := s.auth.credentials(r); err != nil {
+		if errors.Is(err, ErrTooManyGuesses) {
+			setRetryAfter(w, err)
+			writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": err.Error()})
+			return
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="muxd"`)
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"ok": false, "error": "token required"})
 		return

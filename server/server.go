@@ -68,9 +68,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		auth:      newAuthorizer(cfg.Token, cfg.AllowedOrigins),
+		cfg: cfg,
+		log: cfg.Logger,
+		auth: newAuthorizer(cfg.Token, cfg.AllowedOrigins, newGuessLimiter(func(source string, wait time.Duration) {
+			cfg.Logger.Warn("token guesses refused", "source", source, "for", wait.Round(time.Millisecond),
+				"reason", "too many wrong tokens")
+		})),
 		boot:      uuid.NewString(),
 		started:   time.Now(),
 		run:       run,

@@ -27,7 +27,8 @@ import (
 // TerminalHandlerOptions configures NewTerminalHandler.
 type TerminalHandlerOptions struct {
 	// Authorize admits or refuses a request before the upgrade. An error
-	// wrapping ErrUnauthorized answers 401, any other error 403. Nil
+	// wrapping ErrUnauthorized answers 401, ErrTooManyGuesses 429, any
+	// other error 403. Nil
 	// admits requests without an Origin or with the daemon's own (wrap
 	// the handler with the server's own check instead when it has one).
 	Authorize func(*http.Request) error
@@ -162,12 +163,14 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		authorize = sameOrigin
 	}
 	if err := authorize(r); err != nil {
-		code := http.StatusForbidden
-		if errors.Is(err, ErrUnauthorized) {
-			code = http.StatusUnauthorized
-		}
+		code := refusalStatus(err)
 		h.log.Info("terminal socket refused", "remote", r.RemoteAddr, "err", err)
-		http.Error(w, http.StatusText(code), code)
+		msg := http.StatusText(code)
+		if code == http.StatusTooManyRequests {
+			setRetryAfter(w, err)
+			msg = err.Error()
+		}
+		http.Error(w, msg, code)
 		return
 	}
 	if !isUpgrade(r) {

@@ -66,6 +66,8 @@ func connect(o *clientOpts, stderr io.Writer, cn connection) (*client.Client, bo
 			if tok == "" {
 				hint = "the daemon needs a token: set MUXD_TOKEN or --token-file"
 			}
+		case strings.Contains(err.Error(), "(HTTP 429"):
+			hint = "the daemon refuses tokens from this address for a while after too many wrong ones: check MUXD_TOKEN or --token-file, then try again"
 		case strings.Contains(err.Error(), "(HTTP 503"):
 			hint = "the daemon is at a limit or shutting down: see its message above"
 		case strings.Contains(err.Error(), "expected handshake response"):

@@ -114,6 +114,9 @@ func checkToken(ctx context.Context, o *clientOpts, tok string, stderr io.Writer
 		return true, 0
 	case http.StatusUnauthorized, http.StatusForbidden:
 		fmt.Fprintln(stderr, "muxd health: the daemon is up but refused the token (check MUXD_TOKEN or --token-file)")
+	case http.StatusTooManyRequests:
+		fmt.Fprintf(stderr, "muxd health: the daemon is up but refuses tokens from this address for %s s after too many wrong ones (check MUXD_TOKEN or --token-file)\n",
+			resp.Header.Get("Retry-After"))
 	default:
 		fmt.Fprintf(stderr, "muxd health: %s answered %s\n", u, resp.Status)
 	}

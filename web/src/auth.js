@@ -26,7 +26,7 @@ function store(tok) {
   }
 }
 
-/** authStatus asks /auth about token ('' for none): 200, 401 or throws. */
+/** authStatus asks /auth about token ('' for none): 200, 401, 429 or throws. */
 export async function authStatus(token) {
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
   const r = await fetch(new URL('auth', location.href), { headers, cache: 'no-store' });
@@ -78,7 +78,11 @@ function prompt(dialog, message, onPrompt) {
         return;
       }
       if (status !== 200) {
-        msg.textContent = 'That token was not accepted.';
+        // 429: this address gave too many wrong tokens; the daemon
+        // compares none from it for a few seconds.
+        msg.textContent = status === 429
+          ? 'Too many wrong tokens: wait a few seconds, then try again.'
+          : 'That token was not accepted.';
         input.select();
         return;
       }

@@ -691,4 +691,30 @@ describe('the page against a daemon with a token', { skip }, () => {
       await closePage(ctx, page);
     }
   });
+
+  test('after too many wrong tokens, says to wait instead of "not accepted"', async () => {
+    const { ctx, page } = await openPage(browser, d, { width: 390, height: 760, scheme: 'light' });
+    try {
+      await page.evaluate(() => sessionStorage.clear());
+      await page.reload();
+      const dialog = page.locator('dialog#auth');
+      await dialog.waitFor({ state: 'visible', timeout: 10000 });
+      const msg = dialog.locator('.auth-msg');
+      let text = '';
+      // 10 wrong tokens are answered 401; the daemon then refuses this
+      // address's tokens (429) for a second or so.
+      for (let i = 0; i < 15 && !/Too many/.test(text); i++) {
+        await dialog.locator('input[type=password]').fill(`wrong-${i}`);
+        await dialog.locator('input[type=password]').press('Enter');
+        await page.waitForFunction(() => {
+          const t = document.querySelector('dialog#auth .auth-msg').textContent;
+          return t && t !== 'Checking…';
+        }, null, { timeout: 10000 });
+        text = await msg.textContent();
+      }
+      assert.match(text, /Too many wrong tokens: wait a few seconds/);
+    } finally {
+      await closePage(ctx, page);
+    }
+  });
 });
