@@ -144,9 +144,9 @@ func parseTerminalQuery(r *http.Request) (terminalQuery, error) {
 	return tq, nil
 }
 
-// sizeParam reads cols or rows as leniently as the SDK's container (a
-// parseInt, no checks): what is not a positive integer leaves the default
-// (0), and a size past pty.MaxSize is cut to it. A refusal would leave the
+// sizeParam reads cols or rows leniently, since the SDK's container
+// takes any size (a parseInt, no checks): what is not a positive integer
+// leaves the default (0), and a size past pty.MaxSize is cut to it. A refusal would leave the
 // browser behind the Durable Object retrying for ever over a size its
 // addon corrects with a resize as soon as it is ready.
 func sizeParam(q url.Values, name string) int {
@@ -211,9 +211,10 @@ func (h *terminalHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		// Refused after the upgrade, as the SDK's container does: behind
-		// the Durable Object a browser sees no HTTP status, only this
-		// message (the addon shows it) and the close.
+		// Refused after the upgrade, as the SDK's container refuses a
+		// PTY it cannot have: behind the Durable Object a browser sees no
+		// HTTP status, only this message (the addon shows it) and the
+		// close.
 		h.log.Warn("terminal socket refused", "remote", r.RemoteAddr, "id", tq.id, "err", err)
 		refuse(r.Context(), conn, err, qerr != nil || errors.Is(err, pty.ErrInvalidID) || errors.Is(err, pty.ErrInvalidSize))
 		return
