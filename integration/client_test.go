@@ -255,6 +255,76 @@ func TestClientStdinAcrossADroppedSocket(t *testing.T) {
 	})
 }
 
+// A socket cut on the way (the daemon reads a plain end of stream, FIN,
+// no close handshake) is no EOF of the process's stdin: the writer comes
+// back and goes on. The daemon took it for the client's EOF, and cat
+// ended with the first line.
+func TestClientStdinAcrossAProxyCut(t *testing.T) {
+	_, proxy, c := behindProxy(t)
+	ctx := ctxT(t, 30*time.Second)
+
+	t.Run("lines", func(t *testing.T) {
+		p, err := c.StartProcess(ctx, "cat", client.ProcessOptions{Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := p.Stdin()
+		if _, err := in.Write([]byte("first\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.WaitForLog(ctx, "first"); err != nil {
+			t.Fatal(err)
+		}
+		proxy.drop()
+		for _, line := range []string{"second\n", "third\n"} {
+			if _, err := in.Write([]byte(line)); err != nil {
+				t.Fatalf("Write %q after the cut: %v", line, err)
+			}
+		}
+		if err := in.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if out, _, _, _ := p.Read(ctx, "stdout", 0, 100); string(out) != "first\nsecond\nthird\n" {
+			t.Fatalf("cat printed %q across the cut", out)
+		}
+	})
+
+	t.Run("every byte once across several cuts", func(t *testing.T) {
+		p, err := c.StartProcess(ctx, "sha256sum", client.ProcessOptions{Stdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 64<<10)
+		sum := sha256.New()
+		in := p.Stdin()
+		for i := range 64 {
+			for j := range data {
+				data[j] = byte(i*5 + j*11)
+			}
+			sum.Write(data)
+			if i%16 == 8 {
+				proxy.drop()
+			}
+			if _, err := in.Write(data); err != nil {
+				t.Fatalf("Write %d: %v", i, err)
+			}
+		}
+		if err := in.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out, _, _, _ := p.Read(ctx, "stdout", 0, 200)
+		if want := hex.EncodeToString(sum.Sum(nil)); !strings.HasPrefix(string(out), want) {
+			t.Errorf("sha256sum of stdin %.64s, want %s", out, want)
+		}
+	})
+}
+
 func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
 	d, proxy, c := behindProxy(t)
 	ctx := ctxT(t, 30*time.Second)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -263,5 +265,51 @@ func TestWriteWithoutCreditFails(t *testing.T) {
 	}
 	if got := recvOrTimeout(t, ctrls, 5*time.Second, "CTRL"); got != `{"op":"signal","signal":"INT"}` {
 		t.Fatalf("CTRL %s", got)
+	}
+}
+
+// A socket whose TCP stream just ends (FIN, no close handshake: a client
+// that crashed, a proxy that cut it) fails the server's channels with
+// ErrConnClosed, never with an error that reads as io.EOF: a stdin
+// consumer took that for the client's EOF and closed the process's
+// input, which a reconnecting writer then could not resume.
+func TestSocketEndIsNoChannelEOF(t *testing.T) {
+	ended := make(chan error, 1)
+	rt := NewRouter()
+	rt.HandleOpen("process", func(ctx context.Context, ch *Channel, p json.RawMessage) (any, error) {
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				if _, err := ch.ReadNoCredit(buf); err != nil {
+					ended <- err
+					return
+				}
+			}
+		}()
+		return map[string]any{}, nil
+	})
+	ts := newTestServer(t, tcpTransport, Config{}, rt)
+	var raw net.Conn
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		raw = c
+		return c, err
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, ts.url, DialOptions{HTTPClient: hc, Client: "test/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := recvOrTimeout(t, ts.conns, 5*time.Second, "server conn")
+	defer s.Close()
+	if _, _, err := c.Open(ctx, "process", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.Close() // FIN, no close frame
+	err = recvOrTimeout(t, ended, 5*time.Second, "the server channel's read error")
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("read after the socket ended: %v; want ErrConnClosed, not io.EOF", err)
 	}
 }

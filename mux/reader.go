@@ -113,6 +113,14 @@ func (c *Conn) readErr(err error) error {
 	if errors.Is(err, websocket.ErrMessageTooBig) {
 		return &ProtocolError{Status: StatusTooBig, Reason: "message too big"}
 	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		// The TCP stream ended without a close handshake (a client that
+		// crashed, a proxy that cut it). Not wrapped: every channel fails
+		// with this error, and one that matched io.EOF would read as the
+		// peer's EOF on that channel, so a process lost its stdin with the
+		// socket.
+		return fmt.Errorf("%w: the socket ended without a close handshake (%v)", ErrConnClosed, err)
+	}
 	return err
 }
 
