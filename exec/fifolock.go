@@ -15,18 +15,40 @@ type fifoLock struct {
 	arrived uint64          // lock calls so far (tests observe arrival order)
 }
 
-// lock waits for the lock or ctx; on ctx's end the waiter leaves the queue.
+// placedKey is the context key of WithPlaced's function.
+type placedKey struct{}
+
+// WithPlaced returns a copy of ctx for Exec, StartProcess and
+// CreateSession that calls fn once the call holds its place in its
+// session's queue of commands (it has the session's turn, or waits in
+// line for it). A server that runs pipelined requests concurrently starts
+// the next one for the same session only then (mux.Placed), so they run
+// in the order they came. fn may be called more than once.
+func WithPlaced(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, placedKey{}, fn)
+}
+
+func notePlaced(ctx context.Context) {
+	if fn, _ := ctx.Value(placedKey{}).(func()); fn != nil {
+		fn()
+	}
+}
+
+// lock waits for the lock or ctx; on ctx's end the waiter leaves the
+// queue. Once in line (or holding the lock) it tells ctx's WithPlaced.
 func (l *fifoLock) lock(ctx context.Context) error {
 	l.mu.Lock()
 	l.arrived++
 	if !l.held && len(l.queue) == 0 {
 		l.held = true
 		l.mu.Unlock()
+		notePlaced(ctx)
 		return nil
 	}
 	ch := make(chan struct{})
 	l.queue = append(l.queue, ch)
 	l.mu.Unlock()
+	notePlaced(ctx)
 	select {
 	case <-ch:
 		return nil

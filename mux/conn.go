@@ -97,6 +97,7 @@ type Conn struct {
 	pongs         int                    // PONGs queued
 	notifies      int                    // notifications queued
 	pending       map[string]*pendingReq // server: requests in flight by id
+	orderTail     map[string]*pendingReq // server: the last ordered request by key, until placed
 	shortInflight int
 	longInflight  int
 	calls         map[int64]chan rpcMsg // client: Calls waiting by id

@@ -31,8 +31,9 @@ type Router struct {
 }
 
 type route struct {
-	fn     Handler
-	isLong func(params json.RawMessage) bool // nil: short
+	fn       Handler
+	isLong   func(params json.RawMessage) bool   // nil: short
+	orderKey func(params json.RawMessage) string // nil or "": unordered
 }
 
 // NewRouter returns an empty Router.
@@ -57,6 +58,22 @@ func (r *Router) HandleLong(method string, isLong func(params json.RawMessage) b
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.methods[method] = route{fn: fn, isLong: isLong}
+}
+
+// Order makes the requests of method start in the order they arrived
+// among all requests of ordered methods with the same key (key returns
+// it from the params; "" leaves a request unordered): a request waits,
+// before its handler runs, until the one before it with its key took
+// its place (its handler called Placed) or returned. Handlers run on
+// their own goroutines, so without it two requests sent back to back
+// could reach a queue in either order (session commands). Register the
+// method first.
+func (r *Router) Order(method string, key func(params json.RawMessage) string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rt := r.methods[method]
+	rt.orderKey = key
+	r.methods[method] = rt
 }
 
 // HandleOpen registers the handler of a channel kind ("terminal",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 )
 
 // pendingReq is an inbound request being served.
@@ -12,6 +13,40 @@ type pendingReq struct {
 	long     bool
 	cost     int64 // budget held by the request body
 	reserved int64 // budget held for the answer (ReserveAnswer), until it is queued
+	// Ordered requests (Router.Order): after is closed once the request
+	// before this one with its key took its place; placed, once this one
+	// did (Placed, or its handler returned).
+	c          *Conn
+	orderKey   string
+	after      <-chan struct{}
+	placed     chan struct{}
+	placedOnce sync.Once
+}
+
+// Placed tells the connection that the request whose handler context is
+// ctx took its place (in a queue of its own): the next request with its
+// order key (Router.Order) may start. A handler that never calls it
+// frees the next one when it returns. Outside an ordered request's
+// handler it does nothing.
+func Placed(ctx context.Context) {
+	if pr, _ := ctx.Value(reqKey{}).(*pendingReq); pr != nil {
+		pr.markPlaced()
+	}
+}
+
+func (pr *pendingReq) markPlaced() {
+	if pr.placed == nil {
+		return
+	}
+	pr.placedOnce.Do(func() {
+		close(pr.placed)
+		c := pr.c
+		c.mu.Lock()
+		if c.orderTail[pr.orderKey] == pr {
+			delete(c.orderTail, pr.orderKey)
+		}
+		c.mu.Unlock()
+	})
 }
 
 // reqKey is the context key of a request's *pendingReq.
@@ -79,9 +114,21 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 		return
 	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
-	pr := &pendingReq{cancel: cancel, long: long, cost: size}
+	pr := &pendingReq{cancel: cancel, long: long, cost: size, c: c}
 	ctx = context.WithValue(ctx, reqKey{}, pr)
 	c.pending[key] = pr
+	if rt.orderKey != nil {
+		if k := rt.orderKey(m.Params); k != "" {
+			if prev := c.orderTail[k]; prev != nil {
+				pr.after = prev.placed
+			}
+			pr.orderKey, pr.placed = k, make(chan struct{})
+			if c.orderTail == nil {
+				c.orderTail = make(map[string]*pendingReq)
+			}
+			c.orderTail[k] = pr
+		}
+	}
 	c.used += size
 	c.bodies += size
 	if long {
@@ -94,7 +141,14 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 }
 
 func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pendingReq) {
+	if pr.after != nil {
+		select {
+		case <-pr.after:
+		case <-ctx.Done(): // the handler sees it
+		}
+	}
 	res, err := c.callHandler(ctx, fn, m.Params)
+	pr.markPlaced()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err() // cancelled: the answer is cancelled, whatever the handler said
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 
 	"github.com/muxd/muxd/exec"
@@ -76,6 +77,42 @@ func (b *backend) registerExec() {
 	rt.HandleLong("process.waitForPort", nil, b.processWaitForPort)
 	rt.Handle("process.remove", b.processRemove)
 	rt.HandleOpen("process", channelCodes(b.openProcess))
+	// Commands sent back to back for one session run in the order they
+	// came (PROTOCOL: arrival order), though each request has its own
+	// goroutine: the next starts once the one before is in the session's
+	// queue (exec.WithPlaced, mux.Placed).
+	rt.Order("exec", sessionOrderKey("sessionId"))
+	rt.Order("process.start", sessionOrderKey("sessionId"))
+	rt.Order("session.create", sessionOrderKey("id"))
+	rt.Order("session.delete", sessionOrderKey("id"))
+}
+
+// sessionOrderKey returns the order key of requests for the session named
+// by field (none without it).
+func sessionOrderKey(field string) func(json.RawMessage) string {
+	return func(params json.RawMessage) string {
+		var p struct {
+			SessionID string `json:"sessionId"`
+			ID        string `json:"id"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return ""
+		}
+		id := p.ID
+		if field == "sessionId" {
+			id = p.SessionID
+		}
+		if id == "" {
+			return ""
+		}
+		return "session " + id
+	}
+}
+
+// placedCtx makes the engine tell the connection when the request of ctx
+// holds its place in its session's queue (see registerExec).
+func placedCtx(ctx context.Context) context.Context {
+	return exec.WithPlaced(ctx, func() { mux.Placed(ctx) })
 }
 
 // execCodes maps exec errors to wire codes, first match wins.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -149,5 +152,47 @@ func TestProcessChannelWithoutStdinClosesNotWritable(t *testing.T) {
 	r.send(0x09, 0, []byte(`{"jsonrpc":"2.0","id":2,"method":"process.kill","params":{"id":"p","signal":"KILL"}}`))
 	if m := r.rpcReply(); m["result"] == nil {
 		t.Fatalf("process.kill: %v", m)
+	}
+}
+
+// Requests for one session sent back to back run in the order they came
+// (PROTOCOL: arrival order), the session's creation and a process
+// started from it included; each request has its own goroutine, and they
+// ran in whatever order those reached the session's queue.
+func TestPipelinedSessionRequestsRunInArrivalOrder(t *testing.T) {
+	_, url := testServer(t, nil)
+	r := dialRaw(t, url)
+	file := filepath.Join(t.TempDir(), "order")
+	const n = 24
+	send := func(id int, method string, params obj) {
+		b, _ := json.Marshal(obj{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		r.send(0x09, 0, b)
+	}
+	send(1, "session.create", obj{"id": "ord"})
+	for i := 2; i <= n; i++ {
+		cmd := fmt.Sprintf("echo %d >> %s", i, file)
+		if i%6 == 0 {
+			send(i, "process.start", obj{"sessionId": "ord", "id": fmt.Sprint("p", i), "command": "true"})
+			continue
+		}
+		send(i, "exec", obj{"sessionId": "ord", "command": cmd})
+	}
+	for range n {
+		if m := r.rpcReply(); m["error"] != nil {
+			t.Fatalf("answer %v", m)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := 2; i <= n; i++ {
+		if i%6 != 0 {
+			fmt.Fprintf(&want, "%d\n", i)
+		}
+	}
+	if string(b) != want.String() {
+		t.Fatalf("the commands ran in the order\n%s\nwant\n%s", b, want.String())
 	}
 }

@@ -90,7 +90,7 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 		return (ctx.Err() != nil || c.Err() != nil) && !errors.Is(context.Cause(ctx), mux.ErrCancelledByPeer)
 	}
 	run, release := detachOnDrop(ctx, c)
-	res, err := b.engine.e.Exec(run, req)
+	res, err := b.engine.e.Exec(placedCtx(run), req)
 	release()
 	if err != nil {
 		return nil, execError(err)

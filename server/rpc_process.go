@@ -95,7 +95,7 @@ func (b *backend) processStart(ctx context.Context, c *mux.Conn, params json.Raw
 		}
 		req.OutputLimit = *p.OutputLimit // 0 is the engine's default
 	}
-	info, err := b.engine.e.StartProcess(ctx, req)
+	info, err := b.engine.e.StartProcess(placedCtx(ctx), req)
 	if err != nil {
 		return nil, execError(err)
 	}

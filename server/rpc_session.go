@@ -26,7 +26,7 @@ func (b *backend) sessionCreate(ctx context.Context, c *mux.Conn, params json.Ra
 	if err != nil {
 		return nil, err
 	}
-	info, err := b.engine.e.CreateSession(ctx, exec.SessionOptions{ID: p.ID, Cwd: p.Cwd, Env: p.Env, CommandTimeout: timeout})
+	info, err := b.engine.e.CreateSession(placedCtx(ctx), exec.SessionOptions{ID: p.ID, Cwd: p.Cwd, Env: p.Env, CommandTimeout: timeout})
 	if err != nil {
 		return nil, execError(err)
 	}
