@@ -671,3 +671,30 @@ func TestDetachedExecResultOutlastsRetention(t *testing.T) {
 		}
 	}
 }
+
+// WaitForLog refuses patterns whose compiled form would be huge (counted
+// repetitions expand: "(?:[a-z]{1000})" 3000 times over took ~500 MB to
+// compile) or that are long, before anything else; ordinary ones pass.
+func TestWaitForLogPatternBounds(t *testing.T) {
+	e := newTestEngine(t)
+	for _, tt := range []struct {
+		pattern string
+		ok      bool
+	}{
+		{`listening on port (\d+)`, true},
+		{`^ERROR\b.*$`, true},
+		{`[a-z]{1000}`, true},
+		{`x{2,}y{0,9}`, true},
+		{strings.Repeat("a", maxPatternLen), true},
+		{strings.Repeat("a", maxPatternLen+1), false},
+		{strings.Repeat(`(?:[a-z]{1000})`, 200), false},
+		{strings.Repeat(`\w{500}`, 250), false},
+		{`(?:a{1000}){1000}`, false}, // Go's parser refuses this one itself
+		{`(unclosed`, false},
+	} {
+		_, err := e.WaitForLog(ctxT(t, 5*time.Second), "no-such-process", tt.pattern, 0, 0)
+		if tt.ok && !errors.Is(err, ErrNotFound) || !tt.ok && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%.40q: %v, want ok=%v (not found for a good pattern, invalid for a bad one)", tt.pattern, err, tt.ok)
+		}
+	}
+}

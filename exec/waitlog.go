@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 )
 
 // maxLineLen bounds the partial line WaitForLog keeps per stream; a longer
@@ -113,9 +114,9 @@ func match(re *regexp.Regexp, line []byte, s Stream, off int64) *LogMatch {
 // counts. It fails with ErrEnded once the process ended without a match;
 // ctx bounds the wait.
 func (e *Engine) WaitForLog(ctx context.Context, id, pattern string, stream Stream, from int64) (LogMatch, error) {
-	re, err := regexp.Compile(pattern)
+	re, err := compilePattern(pattern)
 	if err != nil {
-		return LogMatch{}, fmt.Errorf("%w: pattern: %v", ErrInvalid, err)
+		return LogMatch{}, err
 	}
 	if from < 0 {
 		return LogMatch{}, fmt.Errorf("%w: negative offset", ErrInvalid)
@@ -173,4 +174,63 @@ func (e *Engine) WaitForLog(ctx context.Context, id, pattern string, stream Stre
 		case <-w2:
 		}
 	}
+}
+
+// Bounds on a waitForLog pattern. RE2 matches in linear time, but
+// compiling expands counted repetitions: "(?:[a-z]{1000})" 3000 times
+// over, a 51 KB pattern, took ~500 MB and 2 s of CPU, past every
+// per-connection budget. Go's parser refuses nested counts past 1000,
+// not many counted pieces in a row. Log patterns are short.
+const (
+	maxPatternLen = 4096
+	// maxPatternSize bounds the pattern's size with its repetitions
+	// expanded (about the compiled program's instructions).
+	maxPatternSize = 100_000
+)
+
+// compilePattern compiles a waitForLog pattern within those bounds.
+func compilePattern(pattern string) (*regexp.Regexp, error) {
+	if len(pattern) > maxPatternLen {
+		return nil, fmt.Errorf("%w: pattern of %d bytes, at most %d", ErrInvalid, len(pattern), maxPatternLen)
+	}
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pattern: %v", ErrInvalid, err)
+	}
+	if expandedSize(parsed, maxPatternSize) > maxPatternSize {
+		return nil, fmt.Errorf("%w: pattern too large once its counted repetitions ({n}) are expanded (more than %d states): repeat less, or match less of the line",
+			ErrInvalid, maxPatternSize)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pattern: %v", ErrInvalid, err)
+	}
+	return re, nil
+}
+
+// expandedSize estimates re's size with counted repetitions expanded,
+// stopping past limit.
+func expandedSize(re *syntax.Regexp, limit int64) int64 {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return int64(len(re.Rune)) + 1
+	case syntax.OpRepeat:
+		n := int64(re.Max)
+		if n < 0 {
+			n = int64(re.Min) + 1 // x{n,}: n copies and a star
+		}
+		sub := expandedSize(re.Sub[0], limit)
+		if sub > 0 && n > limit/sub {
+			return limit + 1
+		}
+		return n*sub + 1
+	}
+	size := int64(1)
+	for _, sub := range re.Sub {
+		size += expandedSize(sub, limit)
+		if size > limit {
+			return size
+		}
+	}
+	return size
 }
