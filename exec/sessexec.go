@@ -276,7 +276,8 @@ var envProgram = sync.OnceValue(func() string {
 // SessionState returns a session's cwd and exported environment, for a
 // terminal started from it. While a command runs (or waits), it does not
 // queue: it reads the shell's cwd from /proc and returns the environment
-// the session was created with.
+// the session was created with, as it does when env(1) cannot run in
+// the session (a variable over 128 KiB, a ulimit).
 func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 	s, err := e.session(id)
 	if err != nil {
@@ -307,5 +308,12 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 		return "", nil, fmt.Errorf("exec: session state: %w", err)
 	}
 	parts := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	if o.code != 0 {
+		// env(1) could not run: a variable past the kernel's 128 KiB per
+		// string (E2BIG), a ulimit -v. Its output is partial or none, and
+		// a terminal started with it lost HOME, PATH and the rest: the
+		// environment the session was created with, as while it is busy.
+		return parts[0], slices.Clone(s.env), nil
+	}
 	return parts[0], parts[1:], nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -741,6 +742,21 @@ func TestSessionState(t *testing.T) {
 		t.Errorf("the session after SessionState: %q", r.Stdout)
 	}
 	_ = os.Remove(dir)
+}
+
+// With env(1) unable to run in the session (a variable past the
+// kernel's 128 KiB per string), SessionState gives the environment the
+// session was created with, not an empty one (a terminal started with
+// it lost HOME and PATH), and the real cwd.
+func TestSessionStateWhenEnvCannotRun(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	sid := newSession(t, e, SessionOptions{Env: map[string]*string{"MARKER": strp("kept")}})
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "cd " + dir + "; export BIG=$(head -c 200000 /dev/zero | tr '\\0' a)"})
+	cwd, env, err := e.SessionState(sid)
+	if err != nil || cwd != dir || !contains(env, "MARKER=kept") || !slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, "PATH=") }) {
+		t.Fatalf("SessionState = %q, %d vars (MARKER kept: %v), %v; want %q and the creation env", cwd, len(env), contains(env, "MARKER=kept"), err, dir)
+	}
 }
 
 func contains(list []string, s string) bool {
