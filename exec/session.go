@@ -139,7 +139,9 @@ func (e *Engine) CreateSession(ctx context.Context, o SessionOptions) (SessionIn
 	res, err := s.roundTrip(ctx, ":", wrapperLine(false, false), 0, [2]*outputLog{})
 	s.endTurn()
 	if err == nil && res.died {
-		err = fmt.Errorf("exec: session shell ended at start: %s", s.info().DeadReason)
+		// What ends a fresh bash here is what the request gave it: an
+		// env (BASH_ENV, a startup file that exits) or a cwd.
+		err = fmt.Errorf("%w: the session's shell ended at start (%s): check its env and cwd", ErrInvalid, s.info().DeadReason)
 	}
 	if err != nil {
 		e.mu.Lock()
@@ -214,6 +216,9 @@ func (s *session) start(env []string) error {
 	closeAll(inR, ctlW, outW)
 	if err != nil {
 		closeAll(inW, ctlR, outR)
+		if errors.Is(err, proc.ErrTooBig) {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 		return fmt.Errorf("exec: start session shell: %w", err)
 	}
 	s.mu.Lock() // kill (from Close) may look at child concurrently

@@ -188,6 +188,10 @@ func TestSessionCreateErrors(t *testing.T) {
 		{"duplicate id", SessionOptions{ID: "a"}, ErrAlreadyExists},
 		{"bad env name", SessionOptions{Env: map[string]*string{"A=B": strp("x")}}, ErrInvalid},
 		{"negative timeout", SessionOptions{CommandTimeout: -1}, ErrInvalid},
+		// The kernel's limit per string (E2BIG): the client's fault.
+		{"env value over 128 KiB", SessionOptions{Env: map[string]*string{"BIG": strp(strings.Repeat("a", 200_000))}}, ErrInvalid},
+		// A BASH_ENV that exits ends the shell before its first command.
+		{"a shell that ends at start", SessionOptions{Env: map[string]*string{"BASH_ENV": strp(exitScript(t))}}, ErrInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -443,5 +447,27 @@ func TestSessionCommandFilesStayTheirsUntilTheTurnEnds(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// exitScript writes a bash file that exits 9, for BASH_ENV.
+func exitScript(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "exit9")
+	if err := os.WriteFile(path, []byte("exit 9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Arguments and environment the kernel refuses (E2BIG) are the caller's
+// fault, in stateless execs and processes too: invalid, not internal.
+func TestEnvTooBigForTheKernelIsInvalid(t *testing.T) {
+	e := newTestEngine(t)
+	env := map[string]*string{"BIG": strp(strings.Repeat("a", 200_000))}
+	if _, err := e.Exec(ctxT(t, 5*time.Second), ExecRequest{Command: "true", Env: env}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Exec: %v, want ErrInvalid", err)
+	}
+	if _, err := e.StartProcess(ctxT(t, 5*time.Second), ProcessRequest{Command: "true", Env: env}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("StartProcess: %v, want ErrInvalid", err)
 	}
 }

@@ -73,7 +73,7 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	if err != nil {
 		closeAll(outR, errR, inW)
 		p.failStart()
-		if errors.Is(err, proc.ErrNotFound) {
+		if errors.Is(err, proc.ErrNotFound) || errors.Is(err, proc.ErrTooBig) {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return fmt.Errorf("exec: start: %w", err)

@@ -77,6 +77,9 @@ func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 			}
 			return nil, fmt.Errorf("%w: shell %q: %v%s", ErrInvalid, shell, err, hint)
 		}
+		if errors.Is(err, proc.ErrTooBig) {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 		return nil, fmt.Errorf("pty: start %s: %w", shell, err)
 	}
 	title := opts.Title

@@ -503,6 +503,7 @@ func TestCreateErrors(t *testing.T) {
 		}
 	}
 	m.Destroy("a")
+	big := strings.Repeat("a", 200_000)
 	if _, err := m.Create(CreateOptions{Cols: 2000}); !errors.Is(err, ErrInvalidSize) {
 		t.Errorf("size: got %v", err)
 	}
@@ -512,6 +513,7 @@ func TestCreateErrors(t *testing.T) {
 		{Cwd: "/nonexistent"},
 		{Cwd: "/etc/passwd"},
 		{Env: map[string]*string{"A=B": nil}},
+		{Env: map[string]*string{"BIG": &big}}, // past the kernel's 128 KiB per string
 	} {
 		_, err := m.Create(o)
 		if !errors.Is(err, ErrInvalid) {

@@ -82,6 +82,11 @@ var ErrWait = errors.New("proc: lost the exit status of a child")
 // ErrNotFound reports an executable that is not in PATH.
 var ErrNotFound = errors.New("proc: executable not found")
 
+// ErrTooBig reports arguments and environment the kernel refused (E2BIG):
+// one string over 128 KiB, or all of them over a quarter of the stack
+// limit.
+var ErrTooBig = errors.New("proc: arguments and environment too large for the kernel (at most 128 KiB per variable)")
+
 var (
 	devNullOnce sync.Once
 	devNull     *os.File
@@ -150,6 +155,9 @@ func Start(spec Spec) (*Process, error) {
 	}
 	for _, f := range spec.ExtraFiles {
 		keepAlive(f)
+	}
+	if errors.Is(err, syscall.E2BIG) {
+		return nil, fmt.Errorf("%w: start %s: %v", ErrTooBig, spec.Path, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("proc: start %s: %w", spec.Path, err)
