@@ -472,6 +472,24 @@ func (c *Client) callRemove(ctx context.Context, method string, params any) erro
 	return err
 }
 
+// callCreate sends a create call, and sends it again after a drop as
+// callIdempotent does: a create whose answer was lost left a resource
+// under an id the caller never learned. made says the id in params was
+// made up here for this call: a resend that finds it taken found what
+// the first send made, and lookup reads that back into the result. A
+// caller's own id found taken on a resend is the caller's to judge (it
+// may be another's): the error says what happened.
+func (c *Client) callCreate(ctx context.Context, method string, made bool, params, result any, lookup func(context.Context) error) error {
+	resent, err := c.callRetrying(ctx, method, params, result)
+	if !resent || !IsCode(err, mux.CodeAlreadyExists) {
+		return err
+	}
+	if made {
+		return lookup(ctx)
+	}
+	return fmt.Errorf("%w (sent again after the socket dropped: the first send may have made it)", err)
+}
+
 // callRetrying sends the call until a socket answers it (see
 // callIdempotent); resent reports whether a socket that took it dropped
 // first (so it may have run).

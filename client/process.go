@@ -36,6 +36,9 @@ func (p ProcessInfo) Running() bool { return p.Status == "running" }
 
 // ProcessOptions are the optional params of process.start.
 type ProcessOptions struct {
+	// ID names it (default: a fresh uuid, made here: a create whose
+	// answer a dropped socket lost is sent again, and finds what the
+	// first send made).
 	ID        string
 	Cwd       string
 	Env       map[string]*string
@@ -88,11 +91,17 @@ func (c *Client) StartProcess(ctx context.Context, command string, opts ProcessO
 	if err := checkTimeout("Timeout", opts.Timeout); err != nil {
 		return nil, err
 	}
+	made := opts.ID == ""
+	if made {
+		opts.ID = uuid.NewString() // so that a lost answer can be found again
+	}
 	var info ProcessInfo
-	err := c.Call(ctx, "process.start", processStartParams{
+	err := c.callCreate(ctx, "process.start", made, processStartParams{
 		Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env, SessionID: opts.SessionID,
 		Stdin: opts.Stdin, TimeoutMs: ceilMs(opts.Timeout), OutputLimit: opts.OutputLimit,
-	}, &info)
+	}, &info, func(ctx context.Context) error {
+		return c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &info)
+	})
 	if err != nil {
 		return nil, err
 	}

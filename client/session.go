@@ -3,10 +3,16 @@ package client
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/muxd/muxd/mux"
 )
 
 // SessionOptions are the optional params of session.create.
 type SessionOptions struct {
+	// ID names it (default: a fresh uuid, made here: a create whose
+	// answer a dropped socket lost is sent again, and finds what the
+	// first send made).
 	ID string
 	// Cwd is where the shell starts ("" = $HOME); one that is not a
 	// directory is refused.
@@ -44,10 +50,11 @@ func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 		ID  string `json:"id"`
 		Cwd string `json:"cwd"`
 	}
-	params := map[string]any{}
-	if opts.ID != "" {
-		params["id"] = opts.ID
+	made := opts.ID == ""
+	if made {
+		opts.ID = uuid.NewString() // so that a lost answer can be found again
 	}
+	params := map[string]any{"id": opts.ID}
 	if opts.Cwd != "" {
 		params["cwd"] = opts.Cwd
 	}
@@ -57,7 +64,20 @@ func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 	if opts.CommandTimeout > 0 {
 		params["commandTimeoutMs"] = ceilMs(opts.CommandTimeout)
 	}
-	if err := c.Call(ctx, "session.create", params, &r); err != nil {
+	err := c.callCreate(ctx, "session.create", made, params, &r, func(ctx context.Context) error {
+		list, err := c.ListSessions(ctx)
+		for _, si := range list {
+			if si.ID == opts.ID {
+				r.ID, r.Cwd = si.ID, si.Cwd
+				return nil
+			}
+		}
+		if err == nil {
+			err = mux.NewError(mux.CodeNotFound, "session %q: made, then gone before its answer was read again", opts.ID)
+		}
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &Session{c: c, id: r.ID, cwd: r.Cwd}, nil

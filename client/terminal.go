@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/google/uuid"
 	"github.com/muxd/muxd/mux"
 )
 
@@ -28,9 +29,13 @@ type TerminalInfo struct {
 
 // TerminalOptions are the params of terminal.create.
 type TerminalOptions struct {
-	ID, Title, Shell, Cwd, SessionID string
-	Cols, Rows                       int
-	Env                              map[string]*string
+	// ID names it (default: a fresh uuid, made here: a create whose
+	// answer a dropped socket lost is sent again, and finds what the
+	// first send made).
+	ID                           string
+	Title, Shell, Cwd, SessionID string
+	Cols, Rows                   int
+	Env                          map[string]*string
 }
 
 // ListTerminals lists the daemon's terminals.
@@ -44,6 +49,10 @@ func (c *Client) ListTerminals(ctx context.Context) ([]TerminalInfo, error) {
 
 // CreateTerminal creates a terminal and attaches to it.
 func (c *Client) CreateTerminal(ctx context.Context, opts TerminalOptions) (*Terminal, error) {
+	made := opts.ID == ""
+	if made {
+		opts.ID = uuid.NewString() // so that a lost answer can be found again
+	}
 	params := map[string]any{}
 	for k, v := range map[string]string{"id": opts.ID, "title": opts.Title, "shell": opts.Shell,
 		"cwd": opts.Cwd, "sessionId": opts.SessionID} {
@@ -61,7 +70,20 @@ func (c *Client) CreateTerminal(ctx context.Context, opts TerminalOptions) (*Ter
 		params["env"] = opts.Env
 	}
 	var info TerminalInfo
-	if err := c.Call(ctx, "terminal.create", params, &info); err != nil {
+	err := c.callCreate(ctx, "terminal.create", made, params, &info, func(ctx context.Context) error {
+		list, err := c.ListTerminals(ctx)
+		for _, ti := range list {
+			if ti.ID == opts.ID {
+				info = ti
+				return nil
+			}
+		}
+		if err == nil {
+			err = mux.NewError(mux.CodeNotFound, "terminal %q: made, then gone before its answer was read again", opts.ID)
+		}
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return c.AttachTerminal(ctx, info.ID, AttachOptions{Instance: info.Instance})

@@ -325,6 +325,74 @@ func TestClientStdinAcrossAProxyCut(t *testing.T) {
 	})
 }
 
+// A create whose answer a dropped socket lost is sent again, finds what
+// its first send made and returns it: nothing is made twice, nothing is
+// left under an id the caller never learned. It failed with
+// "disconnected while the request was pending" and left the resource.
+func TestClientCreateWhoseAnswerWasLost(t *testing.T) {
+	d, proxy, c := behindProxy(t)
+	direct := d.dial(t, client.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	for _, tc := range []struct {
+		name   string
+		create func() (string, error)
+		count  func() int
+	}{
+		{"process", func() (string, error) {
+			p, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
+			if err != nil {
+				return "", err
+			}
+			t.Cleanup(func() { _ = p.Kill(context.Background(), "KILL", 0) })
+			return p.ID(), nil
+		}, func() int { l, _ := direct.ListProcesses(ctx, ""); return len(l) }},
+		{"session", func() (string, error) {
+			s, err := c.CreateSession(ctx, client.SessionOptions{})
+			if err != nil {
+				return "", err
+			}
+			return s.ID(), nil
+		}, func() int { l, _ := direct.ListSessions(ctx); return len(l) }},
+		{"terminal", func() (string, error) {
+			term, err := c.CreateTerminal(ctx, client.TerminalOptions{})
+			if err != nil {
+				return "", err
+			}
+			t.Cleanup(func() { _ = term.Close() })
+			return term.ID(), nil
+		}, func() int { l, _ := direct.ListTerminals(ctx); return len(l) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.count()
+			proxy.muted.Store(true) // the daemon's answers go nowhere
+			type result struct {
+				id  string
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				id, err := tc.create()
+				done <- result{id, err}
+			}()
+			for deadline := time.Now().Add(10 * time.Second); tc.count() == before; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the create never reached the daemon")
+				}
+			}
+			// The answer is gone; the socket goes too.
+			proxy.muted.Store(false)
+			proxy.drop()
+			res := recvOrTimeout(t, done, 20*time.Second)
+			if res.err != nil || res.id == "" {
+				t.Fatalf("create across the lost answer: %q, %v", res.id, res.err)
+			}
+			if n := tc.count(); n != before+1 {
+				t.Fatalf("%d made, want 1", n-before)
+			}
+		})
+	}
+}
+
 func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
 	d, proxy, c := behindProxy(t)
 	ctx := ctxT(t, 30*time.Second)
