@@ -51,7 +51,7 @@ func strictObject(p []byte, v any) error {
 	if len(p) == 0 || p[0] != '{' {
 		return errBadJSON
 	}
-	if err := json.Unmarshal(p, v); err != nil {
+	if err := UnmarshalExact(p, v); err != nil {
 		return fmt.Errorf("%w: %v", errBadJSON, err)
 	}
 	return nil
@@ -185,7 +185,7 @@ func decodeRPC(p []byte) (rpcMsg, *Error) {
 		}
 		return m, NewError(CodeInvalidRequest, "not a JSON-RPC object")
 	}
-	if err := json.Unmarshal(p, &m); err != nil {
+	if err := UnmarshalExact(p, &m); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) || !json.Valid(p) {
 			return rpcMsg{}, NewError(CodeParseError, "invalid JSON")

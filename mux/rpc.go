@@ -269,7 +269,7 @@ func (c *Conn) cancelRequest(m rpcMsg) {
 	var p struct {
 		ID json.RawMessage `json:"id"`
 	}
-	if err := json.Unmarshal(m.Params, &p); err != nil || !validID(p.ID) || len(p.ID) == 0 {
+	if err := UnmarshalExact(m.Params, &p); err != nil || !validID(p.ID) || len(p.ID) == 0 {
 		c.reject(m.ID, ErrInvalidParams("rpc.cancel needs the id of a pending request"))
 		return
 	}

@@ -129,7 +129,7 @@ func closePumps(ps []*streamPump) {
 // processCtrl applies a client CTRL: signal.
 func (b *backend) processCtrl(id string, raw json.RawMessage) {
 	var op ctrlOp
-	if json.Unmarshal(raw, &op) != nil || op.Op != "signal" {
+	if mux.UnmarshalExact(raw, &op) != nil || op.Op != "signal" {
 		return
 	}
 	if sig, err := parseSignal(op.Signal, 0); err == nil && sig != 0 {

@@ -70,7 +70,7 @@ func (b *backend) openTerminal(ctx context.Context, ch *mux.Channel, params json
 // terminalCtrl applies a client CTRL; a read-only attachment ignores them.
 func terminalCtrl(a *pty.Attachment, raw json.RawMessage) {
 	var op ctrlOp
-	if json.Unmarshal(raw, &op) != nil {
+	if mux.UnmarshalExact(raw, &op) != nil {
 		return
 	}
 	switch op.Op {

@@ -95,7 +95,7 @@ func sessionOrderKey(field string) func(json.RawMessage) string {
 			SessionID string `json:"sessionId"`
 			ID        string `json:"id"`
 		}
-		if json.Unmarshal(params, &p) != nil {
+		if mux.UnmarshalExact(params, &p) != nil {
 			return ""
 		}
 		id := p.ID

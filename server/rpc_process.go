@@ -73,7 +73,7 @@ func startIsLong(params json.RawMessage) bool {
 	var p struct {
 		SessionID string `json:"sessionId"`
 	}
-	return json.Unmarshal(params, &p) == nil && p.SessionID != ""
+	return mux.UnmarshalExact(params, &p) == nil && p.SessionID != ""
 }
 
 func (b *backend) processStart(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
@@ -269,7 +269,7 @@ func killIsLong(params json.RawMessage) bool {
 	var p struct {
 		GraceMs *int64 `json:"graceMs"`
 	}
-	return json.Unmarshal(params, &p) == nil && p.GraceMs != nil && *p.GraceMs > defaultKillGrace.Milliseconds()
+	return mux.UnmarshalExact(params, &p) == nil && p.GraceMs != nil && *p.GraceMs > defaultKillGrace.Milliseconds()
 }
 
 type processKillParams struct {

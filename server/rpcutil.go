@@ -17,7 +17,8 @@ import (
 )
 
 // decodeParams unmarshals RPC params into v. Absent params decode as {}.
-// Unknown fields are tolerated so newer clients work with older daemons.
+// Unknown fields (names that match a field only with their case folded
+// too) are tolerated so newer clients work with older daemons.
 func decodeParams(params json.RawMessage, v any) error {
 	p := bytes.TrimSpace(params)
 	if len(p) == 0 || bytes.Equal(p, []byte("null")) {
@@ -26,7 +27,9 @@ func decodeParams(params json.RawMessage, v any) error {
 	if p[0] != '{' {
 		return mux.ErrInvalidParams("params must be an object")
 	}
-	if err := json.Unmarshal(p, v); err != nil {
+	// Member names match exactly, as in JSON: encoding/json alone would
+	// take "COMMAND" for "command".
+	if err := mux.UnmarshalExact(p, v); err != nil {
 		return mux.ErrInvalidParams(paramsError(err))
 	}
 	return nil

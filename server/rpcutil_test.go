@@ -44,3 +44,18 @@ func TestKillIsLongOnlyPastTheDefaultGrace(t *testing.T) {
 		}
 	}
 }
+
+// Param names match exactly: a member whose name matches a param only
+// with its case folded is an unknown member, ignored (encoding/json took
+// "COMMAND" for "command", and the later one won). The order key reads
+// the same way as the handler.
+func TestParamNamesAreCaseSensitive(t *testing.T) {
+	var p execParams
+	err := decodeParams([]byte(`{"command":"echo real","COMMAND":"echo shadow","SessionId":"s"}`), &p)
+	if err != nil || p.Command != "echo real" || p.SessionID != "" {
+		t.Fatalf("decodeParams: %+v, %v; want command \"echo real\" and no session", p, err)
+	}
+	if k := sessionOrderKey("sessionId")([]byte(`{"SessionId":"s"}`)); k != "" {
+		t.Fatalf("order key of a folded sessionId: %q, want none", k)
+	}
+}

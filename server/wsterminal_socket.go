@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/muxd/muxd/internal/proc"
+	"github.com/muxd/muxd/mux"
 	"github.com/muxd/muxd/pty"
 )
 
@@ -299,7 +300,7 @@ func readMessage(rd io.Reader, buf []byte) ([]byte, error) {
 // control applies one text message and returns a problem to report, or "".
 func (s *termSocket) control(a *pty.Attachment, msg []byte) string {
 	var c termControl
-	if err := json.Unmarshal(msg, &c); err != nil {
+	if err := mux.UnmarshalExact(msg, &c); err != nil {
 		return "invalid control message: " + err.Error()
 	}
 	switch c.Type {
