@@ -286,8 +286,30 @@ type LogMatch struct {
 // WaitForLog waits for a complete output line matching the RE2 pattern
 // (both streams, from the first byte).
 func (p *Process) WaitForLog(ctx context.Context, pattern string) (LogMatch, error) {
+	return p.WaitForLogFrom(ctx, pattern, LogOptions{})
+}
+
+// LogOptions narrow WaitForLogFrom.
+type LogOptions struct {
+	// Stream is "stdout" or "stderr" ("" = both).
+	Stream string
+	// From is the offset in the stream(s) to search from: a match's
+	// Offset plus the length of its line and newline searches past it,
+	// for the next "compiled" after a rebuild rather than the last one.
+	From int64
+}
+
+// WaitForLogFrom is WaitForLog in one stream, or from an offset.
+func (p *Process) WaitForLogFrom(ctx context.Context, pattern string, opts LogOptions) (LogMatch, error) {
+	params := map[string]any{"id": p.id, "pattern": pattern}
+	if opts.Stream != "" {
+		params["stream"] = opts.Stream
+	}
+	if opts.From != 0 {
+		params["from"] = opts.From
+	}
 	var m LogMatch
-	err := p.c.callIdempotent(ctx, "process.waitForLog", map[string]any{"id": p.id, "pattern": pattern}, &m)
+	err := p.c.callIdempotent(ctx, "process.waitForLog", params, &m)
 	return m, err
 }
 

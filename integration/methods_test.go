@@ -149,6 +149,24 @@ func TestEveryMethodThroughTheDaemon(t *testing.T) {
 	if string(out) != "hello stdin\n" {
 		t.Fatalf("stdout reader: %q", out)
 	}
+	// waitForLog from an offset and in one stream: the next match, not
+	// the last one seen.
+	builds, err := c.StartProcess(ctx, "echo compiled 1; echo compiled 2 >&2; sleep 0.2; echo compiled 3; sleep 30", client.ProcessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, err := builds.WaitForLogFrom(ctx, "^compiled", client.LogOptions{Stream: "stdout"})
+	if err != nil || m1.Line != "compiled 1" {
+		t.Fatalf("waitForLog in stdout: %+v %v", m1, err)
+	}
+	next := m1.Offset + int64(len(m1.Line)) + 1
+	if m3, err := builds.WaitForLogFrom(ctx, "^compiled", client.LogOptions{Stream: "stdout", From: next}); err != nil || m3.Line != "compiled 3" {
+		t.Fatalf("waitForLog in stdout from %d: %+v %v", next, m3, err)
+	}
+	if m2, err := builds.WaitForLogFrom(ctx, "^compiled", client.LogOptions{Stream: "stderr"}); err != nil || m2.Line != "compiled 2" || m2.Stream != "stderr" {
+		t.Fatalf("waitForLog in stderr: %+v %v", m2, err)
+	}
+	_ = builds.Kill(ctx, "KILL", 0)
 	list, err := c.ListProcesses(ctx, "")
 	if err != nil || len(list) < 2 {
 		t.Fatalf("process.list: %+v %v", list, err)
