@@ -115,7 +115,12 @@ func (s *Session) StartProcess(ctx context.Context, command string, opts Process
 	return s.c.StartProcess(ctx, command, opts)
 }
 
-// Interrupt is Ctrl-C: the running command is aborted, the shell lives.
+// Interrupt is Ctrl-C: SIGINT to the running command's processes, and the
+// shell returns from the command, which reports exit 130; the shell and
+// its state live on. A program that ignores SIGINT runs on to its own
+// end (its exec still reports 130): end such a one with Process.Kill on
+// the exec's id. The session keeps its own INT trap, so a command's
+// `trap ... INT` lasts only for that command.
 func (s *Session) Interrupt(ctx context.Context) error {
 	return s.c.Call(ctx, "session.interrupt", map[string]string{"id": s.id}, nil)
 }
