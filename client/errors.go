@@ -21,6 +21,9 @@ var (
 	// ErrReadOnly is returned by a read-only terminal attachment's Write,
 	// Resize and Signal: the daemon drops them.
 	ErrReadOnly = errors.New("client: read-only attachment")
+	// ErrExited is returned by a terminal attachment's Write, Resize and
+	// Signal once its Read saw the shell exit: nothing reads them.
+	ErrExited = errors.New("client: the terminal's shell exited")
 )
 
 // GapError reports output the daemon no longer retained: Bytes bytes of

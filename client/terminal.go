@@ -330,13 +330,14 @@ func (t *Terminal) Exit() (code *int, signal string, ok bool) {
 }
 
 // Write types p into the terminal (ErrReadOnly on a read-only
-// attachment, which the daemon would drop it from). Bytes written as the
+// attachment, which the daemon would drop it from; ErrExited once Read
+// saw the shell exit). Bytes written as the
 // socket drops may be lost: like a keystroke into a broken ssh session,
 // nothing acknowledges them. The same holds for Signal and Resize (a
 // resize is sent again after a reconnect).
 func (t *Terminal) Write(p []byte) (int, error) {
-	if t.readOnly {
-		return 0, ErrReadOnly
+	if err := t.writable(); err != nil {
+		return 0, err
 	}
 	done := 0
 	for {
@@ -359,8 +360,8 @@ func (t *Terminal) Write(p []byte) (int, error) {
 // Resize sets the terminal size (latest wins); it is re-applied after a
 // reconnect.
 func (t *Terminal) Resize(cols, rows int) error {
-	if t.readOnly {
-		return ErrReadOnly
+	if err := t.writable(); err != nil {
+		return err
 	}
 	if cols < 1 || rows < 1 || cols > maxTermSize || rows > maxTermSize {
 		return fmt.Errorf("client: terminal size %dx%d: each must be 1 to %d", cols, rows, maxTermSize)
@@ -380,8 +381,8 @@ const maxTermSize = 1000
 
 // Signal sends sig (e.g. "INT") to the terminal's foreground process group.
 func (t *Terminal) Signal(sig string) error {
-	if t.readOnly {
-		return ErrReadOnly
+	if err := t.writable(); err != nil {
+		return err
 	}
 	ch, err := t.channel(context.Background())
 	if err != nil {
@@ -390,7 +391,23 @@ func (t *Terminal) Signal(sig string) error {
 	return ch.SendCtrl(map[string]any{"op": "signal", "signal": sig})
 }
 
-// Close detaches; the terminal lives on in the daemon.
+// writable refuses input to a read-only attachment (ErrReadOnly) and to
+// a terminal whose exit Read saw (ErrExited): the daemon drops both.
+func (t *Terminal) writable() error {
+	if t.readOnly {
+		return ErrReadOnly
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exit != nil {
+		return ErrExited
+	}
+	return nil
+}
+
+// Close detaches; the terminal lives on in the daemon. An exited one is
+// still listed until Destroy (or the daemon's pruning at its terminal
+// limit) removes it.
 func (t *Terminal) Close() error {
 	t.cancel() // ends a (re)open waiting for the daemon
 	t.mu.Lock()

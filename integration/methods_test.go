@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -225,6 +226,13 @@ func TestEveryMethodThroughTheDaemon(t *testing.T) {
 	_, _ = io.Copy(io.Discard, term)
 	if code, _, ok := term.Exit(); !ok || code == nil || *code != 5 {
 		t.Fatalf("terminal exit: %v %v", code, ok)
+	}
+	// Input to an exited shell is refused, not dropped without a word.
+	if _, err := term.Write([]byte("echo lost\n")); !errors.Is(err, client.ErrExited) {
+		t.Fatalf("Write after the exit: %v, want ErrExited", err)
+	}
+	if err := term.Resize(80, 24); !errors.Is(err, client.ErrExited) {
+		t.Fatalf("Resize after the exit: %v, want ErrExited", err)
 	}
 	if err := c.DestroyTerminal(ctx, "tt"); err != nil {
 		t.Fatal(err)
