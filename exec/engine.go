@@ -311,7 +311,7 @@ func (e *Engine) lookup(id string) (*process, error) {
 	p, ok := e.procs[id]
 	e.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("%w: process %q", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: process %.80q", ErrNotFound, id)
 	}
 	return p, nil
 }
@@ -454,7 +454,7 @@ func (e *Engine) RemoveProcess(id string) error {
 	p, ok := e.procs[id]
 	if !ok {
 		e.mu.Unlock()
-		return fmt.Errorf("%w: process %q", ErrNotFound, id)
+		return fmt.Errorf("%w: process %.80q", ErrNotFound, id)
 	}
 	if !p.ended() {
 		e.mu.Unlock()

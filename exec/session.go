@@ -981,7 +981,7 @@ func (e *Engine) session(id string) (*session, error) {
 	s := e.sessions[id]
 	e.mu.Unlock()
 	if s == nil || !s.ready.Load() {
-		return nil, fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: session %.80q", ErrNotFound, id)
 	}
 	return s, nil
 }
@@ -1071,7 +1071,7 @@ func (e *Engine) DeleteSession(id string) error {
 	}
 	e.mu.Unlock()
 	if s == nil || !s.ready.Load() {
-		return fmt.Errorf("%w: session %q", ErrNotFound, id)
+		return fmt.Errorf("%w: session %.80q", ErrNotFound, id)
 	}
 	s.kill("session deleted")
 	s.removeFiles()

@@ -37,7 +37,8 @@ func NewManager(cfg Config) *Manager {
 	return &Manager{cfg: cfg, terms: make(map[string]*entry)}
 }
 
-func validID(id string) bool { return ids.Check(id) == nil }
+// notFound is ErrNotFound naming id (cut: an unknown id can be long).
+func notFound(id string) error { return fmt.Errorf("%w: %.80q", ErrNotFound, id) }
 
 func newID() string {
 	var b [12]byte
@@ -50,8 +51,8 @@ func (m *Manager) Create(opts CreateOptions) (*Terminal, error) {
 	if opts.ID == "" {
 		opts.ID = newID()
 	}
-	if !validID(opts.ID) {
-		return nil, ErrInvalidID
+	if err := ids.Check(opts.ID); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidID, err)
 	}
 	m.mu.Lock()
 	if m.closed {
@@ -86,8 +87,8 @@ func (m *Manager) GetOrCreate(opts CreateOptions, replaceExited bool) (t *Termin
 		t, err = m.Create(opts)
 		return t, err == nil, err
 	}
-	if !validID(opts.ID) {
-		return nil, false, ErrInvalidID
+	if err := ids.Check(opts.ID); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrInvalidID, err)
 	}
 	// Each round either returns or observes another caller's completed
 	// change to the id, so rounds are few; the bound guards against a
@@ -168,11 +169,11 @@ func (m *Manager) Get(id string) (*Terminal, error) {
 	e, ok := m.terms[id]
 	m.mu.Unlock()
 	if !ok {
-		return nil, ErrNotFound
+		return nil, notFound(id)
 	}
 	<-e.ready
 	if e.t == nil {
-		return nil, ErrNotFound
+		return nil, notFound(id)
 	}
 	return e.t, nil
 }
@@ -209,11 +210,11 @@ func (m *Manager) Destroy(id string) error {
 	}
 	m.mu.Unlock()
 	if !ok {
-		return ErrNotFound
+		return notFound(id)
 	}
 	<-e.ready
 	if e.t == nil {
-		return ErrNotFound
+		return notFound(id)
 	}
 	e.t.destroy()
 	return nil

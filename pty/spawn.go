@@ -25,8 +25,8 @@ func (m *Manager) start(opts CreateOptions) (*Terminal, error) {
 	if rows == 0 {
 		rows = defaultRows
 	}
-	if cols < 1 || rows < 1 || cols > MaxSize || rows > MaxSize {
-		return nil, ErrInvalidSize
+	if err := checkSize(cols, rows); err != nil {
+		return nil, err
 	}
 	shell := opts.Shell
 	if shell == "" {

@@ -130,8 +130,8 @@ func (t *Terminal) Write(p []byte) (int, error) {
 // Resize sets the terminal size; the latest call wins. It never blocks on
 // the program.
 func (t *Terminal) Resize(cols, rows int) error {
-	if cols < 1 || rows < 1 || cols > MaxSize || rows > MaxSize {
-		return ErrInvalidSize
+	if err := checkSize(cols, rows); err != nil {
+		return err
 	}
 	t.sizeMu.Lock()
 	defer t.sizeMu.Unlock()
@@ -215,4 +215,12 @@ func (t *Terminal) destroy() {
 	t.closeMaster()
 	<-t.done
 	t.cfg.Logger.Info("terminal destroyed", "id", t.id, "instance", t.instance)
+}
+
+// checkSize refuses a size outside 1..MaxSize, saying what was asked.
+func checkSize(cols, rows int) error {
+	if cols < 1 || rows < 1 || cols > MaxSize || rows > MaxSize {
+		return fmt.Errorf("%w: %dx%d: cols and rows must be 1 to %d", ErrInvalidSize, cols, rows, MaxSize)
+	}
+	return nil
 }
