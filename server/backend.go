@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -111,9 +112,15 @@ func (b *backend) serveWS(w http.ResponseWriter, r *http.Request) {
 		conn.GoAway(mux.CodeInternal, "muxd is shutting down")
 	})
 	defer b.notify.remove(conn)
-	s.log.Info("connection opened", "remote", r.RemoteAddr, "client", conn.Hello().Client)
+	// The client's name is the peer's to choose: a line per connection
+	// must not carry 500 KB of it.
+	name := conn.Hello().Client
+	if len(name) > 128 {
+		name = fmt.Sprintf("%.128q…", name)
+	}
+	s.log.Info("connection opened", "remote", r.RemoteAddr, "client", name)
 	<-conn.Done()
-	s.log.Info("connection closed", "remote", r.RemoteAddr, "client", conn.Hello().Client,
+	s.log.Info("connection closed", "remote", r.RemoteAddr, "client", name,
 		"duration", time.Since(start).Round(time.Millisecond).String(), "reason", errString(conn.Err()))
 }
 

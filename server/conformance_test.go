@@ -70,6 +70,7 @@ func TestRPCErrorCodesConform(t *testing.T) {
 		{"exec maxOutput over 512 KiB", "exec", obj{"command": "true", "maxOutput": 512<<10 + 1}, mux.CodeInvalidParams},
 		{"exec bad encoding", "exec", obj{"command": "true", "encoding": "hex"}, mux.CodeInvalidParams},
 		{"exec bad stdinEncoding", "exec", obj{"command": "true", "stdin": "x", "stdinEncoding": "hex"}, mux.CodeInvalidParams},
+		{"exec bad stdinEncoding without stdin", "exec", obj{"command": "true", "stdinEncoding": "str"}, mux.CodeInvalidParams},
 		{"exec bad base64 stdin", "exec", obj{"command": "true", "stdin": "!!", "stdinEncoding": "base64"}, mux.CodeInvalidParams},
 		{"exec negative timeout", "exec", obj{"command": "true", "timeoutMs": -5}, mux.CodeInvalidParams},
 		{"exec unknown session", "exec", obj{"command": "true", "sessionId": "nope"}, mux.CodeNotFound},
@@ -485,6 +486,14 @@ func TestTimeoutZeroAndResponseLimitConform(t *testing.T) {
 	big := strings.Repeat("<", 5000)
 	_, err = call(t, conn, "terminal.create", obj{"title": big})
 	wantErr(t, "terminal.create with a 5000-byte title", err, mux.CodeInvalidParams)
+	// And printable: an ESC in it is an escape on a client that prints it.
+	for _, title := range []string{"a\x1b]0;pwned\x07", "two\nlines", "nul\x00"} {
+		_, err = call(t, conn, "terminal.create", obj{"title": title})
+		wantErr(t, fmt.Sprintf("terminal.create with title %q", title), err, mux.CodeInvalidParams)
+	}
+	r = mustCall(t, conn, "terminal.create", obj{"title": "build ✓ 日本"})
+	_, err = call(t, conn, "terminal.update", obj{"id": r["id"], "title": "x\ty"})
+	wantErr(t, "terminal.update with a tab in the title", err, mux.CodeInvalidParams)
 }
 
 func TestSessionDeleteKillsWhatItsCommandsStarted(t *testing.T) {

@@ -62,6 +62,10 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
+	// Checked with or without stdin, as encoding is.
+	if _, err := encodingParam("stdinEncoding", p.StdinEncoding); err != nil {
+		return nil, err
+	}
 	req := exec.ExecRequest{ID: p.ID, Command: p.Command, Cwd: p.Cwd, SessionID: p.SessionID, Env: p.Env,
 		MaxOutput: defaultMaxOutput}
 	if req.Timeout, err = msDuration("timeoutMs", p.TimeoutMs); err != nil {

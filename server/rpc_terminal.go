@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/muxd/muxd/mux"
 	"github.com/muxd/muxd/pty"
@@ -106,9 +108,20 @@ func (b *backend) terminalUpdate(ctx context.Context, c *mux.Conn, params json.R
 // answer and terminal.* notification, to every client.
 const maxTitle = 4 << 10 // 4 KiB
 
+// checkTitle bounds a title and refuses control characters: every client
+// shows it (muxd ps, the page's tabs), and an ESC in it would be a
+// terminal escape on a client that prints it.
 func checkTitle(title string) error {
 	if len(title) > maxTitle {
 		return mux.ErrInvalidParams(fmt.Sprintf("title over %d bytes", maxTitle))
+	}
+	if !utf8.ValidString(title) {
+		return mux.ErrInvalidParams("title is not valid UTF-8")
+	}
+	for _, r := range title {
+		if unicode.IsControl(r) {
+			return mux.ErrInvalidParams(fmt.Sprintf("title has a control character (%U)", r))
+		}
 	}
 	return nil
 }
