@@ -148,7 +148,29 @@ func wireError(err error, codes []errCode) error {
 			break
 		}
 	}
-	return mux.NewError(code, "%s", err.Error())
+	return mux.NewError(code, "%s", wireMessage(err.Error()))
+}
+
+// restated are the words that engine errors start with and that the
+// code already says ("exec: not found: process \"x\"" under not_found):
+// the client printed "mux: not_found: exec: not found: process \"x\"".
+// The package prefix goes too; the rest (what, and why) stays.
+var restated = []string{
+	exec.ErrNotFound.Error() + ": ", exec.ErrAlreadyExists.Error() + ": ",
+	exec.ErrSessionDead.Error() + ": ", exec.ErrLimit.Error() + ": ",
+	exec.ErrInvalid.Error() + ": ", exec.ErrTimeout.Error() + ": ",
+	exec.ErrBusy.Error() + ": ", "exec: ", "pty: ",
+}
+
+// wireMessage is an engine error's text as the wire carries it, without
+// the words its code restates.
+func wireMessage(msg string) string {
+	for _, r := range restated {
+		if rest, ok := strings.CutPrefix(msg, r); ok && rest != "" {
+			return rest
+		}
+	}
+	return msg
 }
 
 // limitFlags names the serve flag behind each engine limit, so that a

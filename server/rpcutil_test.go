@@ -3,9 +3,12 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/muxd/muxd/exec"
 	"github.com/muxd/muxd/mux"
+	"github.com/muxd/muxd/pty"
 )
 
 // A param of the wrong type is named in the protocol's terms, without
@@ -57,5 +60,26 @@ func TestParamNamesAreCaseSensitive(t *testing.T) {
 	}
 	if k := sessionOrderKey("sessionId")([]byte(`{"SessionId":"s"}`)); k != "" {
 		t.Fatalf("order key of a folded sessionId: %q, want none", k)
+	}
+}
+
+// An engine error's text on the wire drops what its code says already:
+// a client printed "mux: not_found: exec: not found: process \"x\"".
+func TestWireMessagesDoNotRestateTheirCode(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: process %q", exec.ErrNotFound, "x"), `process "x"`},
+		{fmt.Errorf("%w: session %q", exec.ErrAlreadyExists, "s"), `session "s"`},
+		{fmt.Errorf("%w: pattern of 5000 bytes, at most 4096", exec.ErrInvalid), "pattern of 5000 bytes, at most 4096"},
+		{fmt.Errorf("%w: %q", pty.ErrNotFound, "t"), `terminal not found: "t"`},
+		{exec.ErrNotFound, "not found"},
+		{errors.New("something else"), "something else"},
+	} {
+		var me *mux.Error
+		if err := execError(tt.err); !errors.As(err, &me) || me.Message != tt.want {
+			t.Errorf("%v: wire message %q, want %q", tt.err, me.Message, tt.want)
+		}
 	}
 }
