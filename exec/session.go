@@ -227,6 +227,11 @@ func (s *session) start(env []string) error {
 	if _, err := inW.WriteString(setupLine(s.dir, s.mark, s.e.testSetup) + "\x00"); err != nil {
 		_ = child.KillTree(unix.SIGKILL, 0) // Best effort.
 		closeAll(inW, ctlR, outR)
+		if errors.Is(err, unix.EPIPE) {
+			// Gone before it read a byte: what ends a fresh bash that
+			// soon is what the request gave it (a BASH_ENV that exits).
+			return fmt.Errorf("%w: the session's shell ended at start: check its env and cwd", ErrInvalid)
+		}
 		return fmt.Errorf("exec: start session shell: %w", err)
 	}
 	s.e.watcher.addDir(filepath.Join(s.dir, "x"))
