@@ -55,6 +55,11 @@ type ExecResult struct {
 	StdoutTruncated bool
 	StderrTruncated bool
 	Duration        time.Duration
+	// SessionEnded, for a session command that ended its session (exit,
+	// set -e then a failure, exec, a timeout), says why: later calls
+	// there fail with session_dead until it is deleted or recreated.
+	// Empty otherwise, and when the result was read back after a drop.
+	SessionEnded string
 }
 
 type execParams struct {
@@ -80,6 +85,7 @@ type execWire struct {
 	StdoutTruncated bool   `json:"stdoutTruncated"`
 	StderrTruncated bool   `json:"stderrTruncated"`
 	DurationMs      int64  `json:"durationMs"`
+	SessionEnded    string `json:"sessionEnded"`
 }
 
 // Exec runs command (bash -c, or in a session's shell) and returns its
@@ -154,7 +160,7 @@ func decodeExec(w execWire) (*ExecResult, error) {
 	}
 	return &ExecResult{ID: w.ID, ExitCode: w.ExitCode, Signal: w.Signal, TimedOut: w.TimedOut,
 		Stdout: out, Stderr: errb, StdoutTruncated: w.StdoutTruncated, StderrTruncated: w.StderrTruncated,
-		Duration: time.Duration(w.DurationMs) * time.Millisecond}, nil
+		Duration: time.Duration(w.DurationMs) * time.Millisecond, SessionEnded: w.SessionEnded}, nil
 }
 
 // execAfterDrop waits for an exec by id after the socket dropped, and

@@ -222,7 +222,11 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	// The output is the record's: the session's next command need not
 	// wait while this result is read (or waits for room to be answered).
 	endTurn()
-	return e.result(p, req, d)
+	res, err := e.result(p, req, d)
+	if err == nil && o.died {
+		res.SessionEnded = s.info().DeadReason
+	}
+	return res, err
 }
 
 // noteDeath adds bash's last words (the command's last stderr line, e.g.

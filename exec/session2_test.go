@@ -471,3 +471,24 @@ func TestEnvTooBigForTheKernelIsInvalid(t *testing.T) {
 		t.Errorf("StartProcess: %v, want ErrInvalid", err)
 	}
 }
+
+// A command that ends its session says so in its own result (it looked
+// like any other, and only the next call failed), and why.
+func TestExecResultSaysTheSessionEnded(t *testing.T) {
+	e := newTestEngine(t)
+	for _, tt := range []struct {
+		command string
+		ended   string // in the reason; "" = the session lives
+	}{
+		{"false", ""},
+		{"exit 3", "exit 3"},
+		{"set -e; false", "exit 1"},
+		{"set -u; echo $UNSET_ZZ", "UNSET_ZZ"},
+	} {
+		sid := newSession(t, e, SessionOptions{})
+		r := mustExec(t, e, ExecRequest{SessionID: sid, Command: tt.command})
+		if tt.ended == "" && r.SessionEnded != "" || tt.ended != "" && !strings.Contains(r.SessionEnded, tt.ended) {
+			t.Errorf("%q: SessionEnded %q, want it to hold %q", tt.command, r.SessionEnded, tt.ended)
+		}
+	}
+}

@@ -66,6 +66,10 @@ type ExecResult struct {
 	// than returned; the full retained output stays readable by ID.
 	StdoutTruncated, StderrTruncated bool
 	Duration                         time.Duration
+	// SessionEnded, for a session command that ended its session (exit,
+	// set -e then a failure, exec, a timeout), says why, as the
+	// session's DeadReason: later commands there get ErrSessionDead.
+	SessionEnded string
 }
 
 // SessionOptions configures [Engine.CreateSession].

@@ -126,7 +126,9 @@ func TestEveryMethodThroughTheDaemon(t *testing.T) {
 		t.Fatalf("snapshot process after session.delete: %+v %v", info, err)
 	}
 	dead, _ := c.CreateSession(ctx, client.SessionOptions{ID: "dead"})
-	_, _ = dead.Exec(ctx, "exit 7", client.ExecOptions{})
+	if r, err := dead.Exec(ctx, "exit 7", client.ExecOptions{}); err != nil || !strings.Contains(r.SessionEnded, "exit 7") {
+		t.Fatalf("exec of exit 7: %+v %v, want SessionEnded to say so", r, err)
+	}
 	if _, err := dead.Exec(ctx, "true", client.ExecOptions{}); !client.IsCode(err, mux.CodeSessionDead) {
 		t.Fatalf("exec on a dead session: %v, want session_dead", err)
 	}

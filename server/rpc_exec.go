@@ -48,6 +48,9 @@ type execResult struct {
 	StdoutTruncated bool    `json:"stdoutTruncated"`
 	StderrTruncated bool    `json:"stderrTruncated"`
 	DurationMs      int64   `json:"durationMs"`
+	// SessionEnded (an addition to the contract): why the command ended
+	// its session, which later calls find dead; absent otherwise.
+	SessionEnded string `json:"sessionEnded,omitempty"`
 }
 
 func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
@@ -146,6 +149,7 @@ func (b *backend) execResult(r exec.ExecResult, enc string) execResult {
 		ID: r.ID, ExitCode: r.ExitCode, Signal: nullString(r.Signal), TimedOut: r.TimedOut,
 		Stdout: encodeBytes(out, enc), Stderr: encodeBytes(errb, enc), Encoding: enc,
 		StdoutTruncated: outCut, StderrTruncated: errCut, DurationMs: r.Duration.Milliseconds(),
+		SessionEnded: r.SessionEnded,
 	}
 }
 
