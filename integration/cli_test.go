@@ -63,7 +63,7 @@ func TestCLIExecPsLogsKill(t *testing.T) {
 		{"a broken pipe, quietly", "", []string{"exec", "--", "kill -PIPE $$"}, "", "", 141, ""},
 		{"session created on first use", "", []string{"exec", "--session", "cli", "--", "cd /tmp && export B=2"}, "", "", 0, ""},
 		{"session keeps cwd and exports", "", []string{"exec", "--session", "cli", "--", "echo $B $(pwd)"}, "2 /tmp\n", "", 0, ""},
-		{"a command ends the session's shell", "", []string{"exec", "--session", "cli", "--", "exit 4"}, "", "", 4, ""},
+		{"a command ends the session's shell, and is told so", "", []string{"exec", "--session", "cli", "--", "exit 4"}, "", "", 4, `the command ended session "cli" (shell ended: exit 4)`},
 		{"the next exec starts it anew, and says so", "", []string{"exec", "--session", "cli", "--", "echo ${B-unset}"}, "unset\n", "", 0, `session "cli" had ended`},
 		{"no command", "", []string{"exec"}, "", "", 2, "no command"},
 		{"an empty command is a usage error", "", []string{"exec", "--", " "}, "", "", 2, "the command is empty"},

@@ -202,6 +202,10 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case res.ExitCode == nil && res.Signal != "" && res.Signal != "INT" && res.Signal != "PIPE":
 		// As a shell says "Killed" or "Terminated": a bare 137 is a riddle.
 		fmt.Fprintf(stderr, "muxd exec: the command was killed by SIG%s\n", res.Signal)
+	case res.SessionEnded != "":
+		// exit, set -e, exec: the shell is gone with its cwd and exports.
+		fmt.Fprintf(stderr, "muxd exec: the command ended session %q (%s); the next muxd exec --session %s starts a fresh one\n",
+			*session, res.SessionEnded, *session)
 	}
 	return exitCode(res.ExitCode, res.Signal, res.TimedOut)
 }
