@@ -47,6 +47,7 @@ fuzz:
 	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzParsePayloads$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzConnFrames$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./mux/ -run '^$$' -fuzz '^FuzzUnmarshalExact$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/termmodes/ -run '^$$' -fuzz '^FuzzModes$$' -fuzztime $(FUZZTIME)
 
 clean:

@@ -1,7 +1,9 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -9,22 +11,27 @@ import (
 
 // UnmarshalExact is json.Unmarshal of a JSON object into the struct v,
 // except that member names match v's fields exactly. encoding/json
-// matches them case-insensitively, so {"id":5,"Id":6} was read as id 6
-// (the answer went to an id the client never used) and an exec's
-// "COMMAND" member ran in place of its "command". A member whose name
-// matches a field only with its case folded is ignored, like any other
-// unknown member. Only v's own members are checked, not nested objects.
+// matches them case-insensitively (with Unicode folding: "ſ" is an "s"),
+// so {"id":5,"Id":6} was read as id 6 (the answer went to an id the
+// client never used) and an exec's "COMMAND" member ran in place of its
+// "command". Every member whose name is not exactly a field's is dropped
+// before decoding, as encoding/json ignores unknown members anyway. Only
+// v's own members are checked, not nested objects'. A document nested
+// deeper than 1000 levels is refused.
 func UnmarshalExact(p []byte, v any) error {
 	if names := exactNames(reflect.TypeOf(v)); names != nil {
-		p = dropFolded(p, names)
+		exact, err := keepExact(p, names)
+		if err != nil {
+			return err
+		}
+		p = exact
 	}
 	return json.Unmarshal(p, v)
 }
 
-// fieldNames are the member names of a struct type: exact, and folded
-// to lower case.
+// fieldNames are the member names of a struct type.
 type fieldNames struct {
-	exact, lower map[string]bool
+	exact map[string]bool
 }
 
 var namesCache sync.Map // reflect.Type → *fieldNames (nil: not a struct)
@@ -42,7 +49,7 @@ func exactNames(t reflect.Type) *fieldNames {
 	}
 	var names *fieldNames
 	if st.Kind() == reflect.Struct {
-		names = &fieldNames{exact: map[string]bool{}, lower: map[string]bool{}}
+		names = &fieldNames{exact: map[string]bool{}}
 		addFields(st, names)
 	}
 	namesCache.Store(t, names)
@@ -76,74 +83,135 @@ func addFields(t reflect.Type, names *fieldNames) {
 			name = f.Name
 		}
 		names.exact[name] = true
-		names.lower[strings.ToLower(name)] = true
 	}
 }
 
-// dropFolded returns p without the top-level members whose names match
-// a field only with case folded; p itself when there are none, or when
-// it is not a well-formed object (json.Unmarshal then says why).
-func dropFolded(p []byte, names *fieldNames) []byte {
+// errTooDeep refuses what the scanner will not walk; encoding/json
+// alone would fold names again there.
+var errTooDeep = fmt.Errorf("JSON nested deeper than %d levels", maxScanDepth)
+
+// keepExact returns p with only the top-level members whose names are
+// exactly field names: p itself when it has no other, and when it is
+// not well-formed JSON (json.Unmarshal then says why).
+func keepExact(p []byte, names *fieldNames) ([]byte, error) {
 	s := jsonScan{p: p}
 	s.space()
 	if !s.eat('{') {
-		return p
+		return p, nil
 	}
-	var members [][2]int // every member's span, name to value
-	var drop []bool
-	folded := false
+	var keep [][2]int // kept members' spans, name to value
+	dropped := false
 	s.space()
 	if s.eat('}') {
-		return p
+		return p, nil
 	}
 	for range len(p) { // bounded: each member consumes bytes
 		s.space()
 		start := s.i
 		if !s.str() {
-			return p
+			return p, nil
 		}
 		name := p[start+1 : s.i-1]
-		if strings.IndexByte(string(name), '\\') >= 0 {
+		if bytes.IndexByte(name, '\\') >= 0 {
 			var un string
 			if json.Unmarshal(p[start:s.i], &un) != nil {
-				return p
+				return p, nil
 			}
 			name = []byte(un)
 		}
 		s.space()
 		if !s.eat(':') {
-			return p
+			return p, nil
 		}
 		s.space()
 		if !s.value(0) {
-			return p
+			if json.Valid(p) {
+				return nil, errTooDeep
+			}
+			return p, nil
 		}
-		members = append(members, [2]int{start, s.i})
-		n := string(name)
-		d := !names.exact[n] && names.lower[strings.ToLower(n)]
-		drop = append(drop, d)
-		folded = folded || d
+		if names.exact[string(name)] {
+			keep = append(keep, [2]int{start, s.i})
+		} else {
+			dropped = true
+		}
 		s.space()
 		if s.eat('}') {
 			break
 		}
 		if !s.eat(',') {
-			return p
+			return p, nil
 		}
 	}
-	if !folded || !s.end() {
-		return p
+	if !dropped || !s.end() {
+		return p, nil
 	}
 	out := make([]byte, 0, len(p))
 	out = append(out, '{')
-	for i, m := range members {
-		if drop[i] {
-			continue
-		}
-		if len(out) > 1 {
+	for i, m := range keep {
+		if i > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, p[m[0]:m[1]]...)
 	}
-	return append(out, '}')
+	return append(out, '}'), nil
+}
+
+// StringMember returns the string value of p's top-level member name
+// (matched exactly; the last one, as a decoder takes it), or "" when
+// there is none, it is not a string, or p is not an object. It walks the
+// members without decoding their values: a cheap look at one param of a
+// request that may carry megabytes of others.
+func StringMember(p []byte, name string) string {
+	s := jsonScan{p: p}
+	s.space()
+	if !s.eat('{') {
+		return ""
+	}
+	var found []byte
+	s.space()
+	if s.eat('}') {
+		return ""
+	}
+	for range len(p) { // bounded: each member consumes bytes
+		s.space()
+		start := s.i
+		if !s.str() {
+			return ""
+		}
+		key := p[start:s.i]
+		s.space()
+		if !s.eat(':') {
+			return ""
+		}
+		s.space()
+		vstart := s.i
+		if !s.value(0) {
+			return ""
+		}
+		if memberNamed(key, name) {
+			found = p[vstart:s.i]
+		}
+		s.space()
+		if s.eat('}') {
+			break
+		}
+		if !s.eat(',') {
+			return ""
+		}
+	}
+	var v string
+	if len(found) == 0 || found[0] != '"' || json.Unmarshal(found, &v) != nil {
+		return ""
+	}
+	return v
+}
+
+// memberNamed reports whether the raw JSON string key is name.
+func memberNamed(key []byte, name string) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return string(key[1:len(key)-1]) == name
+	}
+	var un string
+	return json.Unmarshal(key, &un) == nil && un == name
 }

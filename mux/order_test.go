@@ -47,10 +47,14 @@ func orderRouter(ordered bool) (*Router, func() map[string][]int) {
 			return q.Key
 		})
 	}
-	return rt, func() map[string][]int {
+	return rt, func() map[string][]int { // a copy: handlers may still run
 		mu.Lock()
 		defer mu.Unlock()
-		return places
+		out := make(map[string][]int, len(places))
+		for k, v := range places {
+			out[k] = slices.Clone(v)
+		}
+		return out
 	}
 }
 
@@ -117,5 +121,75 @@ func TestOrderedRequestWaitsOnlyForItsKey(t *testing.T) {
 	}
 	if !slices.Equal(places()["a"], []int{2}) {
 		t.Fatalf("places %v: want a's second once the first ended", places())
+	}
+}
+
+// rpc.cancel of a request waiting in line: it never runs, and the one
+// after it still waits for the one before it (cancelling B let C run
+// ahead of A).
+func TestCancelledOrderedRequestKeepsTheLine(t *testing.T) {
+	rt, places := orderRouter(true)
+	ts := newTestServer(t, tcpTransport, Config{}, rt)
+	rc := rawDial(t, ts, true)
+	rc.send(typeRPC, 0, queueRequest(1, `{"key":"a","block":true}`))
+	rc.send(typeRPC, 0, queueRequest(2, `{"key":"a","n":2}`))
+	rc.send(typeRPC, 0, queueRequest(3, `{"key":"a","n":3}`))
+	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":98,"method":"rpc.cancel","params":{"id":2}}`))
+	for range 2 { // the cancel's answer and request 2's
+		_, p := rc.recvType(typeRPC)
+		var m struct {
+			ID    int             `json:"id"`
+			Error json.RawMessage `json:"error"`
+		}
+		_ = json.Unmarshal(p, &m)
+		if m.ID == 2 && m.Error == nil {
+			t.Fatalf("the cancelled request answered %s, want cancelled", p)
+		}
+	}
+	// A still holds the line: a fourth request, on another key, runs and
+	// answers, and by then C has not run.
+	rc.send(typeRPC, 0, queueRequest(4, `{"key":"b","n":4}`))
+	rc.recvType(typeRPC)
+	if got := places()["a"]; len(got) != 0 {
+		t.Fatalf("places of a %v while its first request waits: want none", got)
+	}
+	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":99,"method":"rpc.cancel","params":{"id":1}}`))
+	for range 3 { // the cancel's answer, request 1's, request 3's
+		rc.recvType(typeRPC)
+	}
+	if got := places()["a"]; !slices.Equal(got, []int{3}) {
+		t.Fatalf("places of a %v: want only 3 (2 was cancelled in line)", got)
+	}
+}
+
+// A connection that ends while ordered requests wait in line: those that
+// outlive it (an exec does) still start one after another, in order,
+// not all at once.
+func TestOrderedRequestsKeepTheirOrderWhenTheConnectionEnds(t *testing.T) {
+	const n = 20
+	rt, places := orderRouter(true)
+	ts := newTestServer(t, tcpTransport, Config{}, rt)
+	rc := rawDial(t, ts, true)
+	s := recvOrTimeout(t, ts.conns, 5*time.Second, "server conn")
+	rc.send(typeRPC, 0, queueRequest(1, `{"key":"a","block":true}`))
+	for i := 2; i <= n; i++ {
+		rc.send(typeRPC, 0, queueRequest(i, fmt.Sprintf(`{"key":"a","n":%d}`, i)))
+	}
+	rc.send(typeRPC, 0, queueRequest(n+1, `{"key":"b","n":0}`)) // a barrier: all read
+	rc.recvType(typeRPC)
+	_ = rc.ws.CloseNow()
+	recvOrTimeout(t, s.Done(), 5*time.Second, "server conn end")
+	var got []int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got = places()["a"]; len(got) == n-1 {
+			break
+		}
+	}
+	want := make([]int, 0, n-1)
+	for i := 2; i <= n; i++ {
+		want = append(want, i)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("places after the connection ended %v, want %v", got, want)
 	}
 }

@@ -23,6 +23,32 @@ type pendingReq struct {
 	placedOnce sync.Once
 }
 
+// awaitTurn waits until the ordered request before pr took its place.
+// It reports false for a request that rpc.cancel ended while it waited:
+// its handler is not run, and the request after it still waits for the
+// one before it. When the connection ends instead, it waits on: a
+// request that outlives its connection (an exec) still starts in its
+// turn, and each one before it does too, or returns.
+func awaitTurn(ctx context.Context, pr *pendingReq) bool {
+	if pr.after == nil {
+		return true
+	}
+	select {
+	case <-pr.after:
+		return true
+	case <-ctx.Done():
+	}
+	if errors.Is(context.Cause(ctx), ErrCancelledByPeer) {
+		go func() {
+			<-pr.after
+			pr.markPlaced()
+		}()
+		return false
+	}
+	<-pr.after
+	return true
+}
+
 // Placed tells the connection that the request whose handler context is
 // ctx took its place (in a queue of its own): the next request with its
 // order key (Router.Order) may start. A handler that never calls it
@@ -92,6 +118,10 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 		return
 	}
 	long := rt.isLong != nil && rt.isLong(m.Params)
+	var orderKey string // read before the lock: it parses params
+	if rt.orderKey != nil {
+		orderKey = rt.orderKey(m.Params)
+	}
 	key := string(m.ID)
 	c.mu.Lock()
 	var busy *Error
@@ -117,17 +147,15 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	pr := &pendingReq{cancel: cancel, long: long, cost: size, c: c}
 	ctx = context.WithValue(ctx, reqKey{}, pr)
 	c.pending[key] = pr
-	if rt.orderKey != nil {
-		if k := rt.orderKey(m.Params); k != "" {
-			if prev := c.orderTail[k]; prev != nil {
-				pr.after = prev.placed
-			}
-			pr.orderKey, pr.placed = k, make(chan struct{})
-			if c.orderTail == nil {
-				c.orderTail = make(map[string]*pendingReq)
-			}
-			c.orderTail[k] = pr
+	if orderKey != "" {
+		if prev := c.orderTail[orderKey]; prev != nil {
+			pr.after = prev.placed
 		}
+		pr.orderKey, pr.placed = orderKey, make(chan struct{})
+		if c.orderTail == nil {
+			c.orderTail = make(map[string]*pendingReq)
+		}
+		c.orderTail[orderKey] = pr
 	}
 	c.used += size
 	c.bodies += size
@@ -141,14 +169,14 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 }
 
 func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pendingReq) {
-	if pr.after != nil {
-		select {
-		case <-pr.after:
-		case <-ctx.Done(): // the handler sees it
-		}
+	var res any
+	var err error
+	if awaitTurn(ctx, pr) {
+		res, err = c.callHandler(ctx, fn, m.Params)
+		pr.markPlaced()
+	} else {
+		err = ctx.Err() // cancelled in line: never run
 	}
-	res, err := c.callHandler(ctx, fn, m.Params)
-	pr.markPlaced()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err() // cancelled: the answer is cancelled, whatever the handler said
 	}

@@ -88,24 +88,14 @@ func (b *backend) registerExec() {
 }
 
 // sessionOrderKey returns the order key of requests for the session named
-// by field (none without it).
+// by field (none without it). The read loop calls it for every such
+// request: it reads one member, not the whole params (an exec's stdin).
 func sessionOrderKey(field string) func(json.RawMessage) string {
 	return func(params json.RawMessage) string {
-		var p struct {
-			SessionID string `json:"sessionId"`
-			ID        string `json:"id"`
+		if id := mux.StringMember(params, field); id != "" {
+			return "session " + id
 		}
-		if mux.UnmarshalExact(params, &p) != nil {
-			return ""
-		}
-		id := p.ID
-		if field == "sessionId" {
-			id = p.SessionID
-		}
-		if id == "" {
-			return ""
-		}
-		return "session " + id
+		return ""
 	}
 }
 

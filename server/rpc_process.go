@@ -70,10 +70,7 @@ type processStartParams struct {
 
 // startIsLong: process.start waits its turn in a session when it has one.
 func startIsLong(params json.RawMessage) bool {
-	var p struct {
-		SessionID string `json:"sessionId"`
-	}
-	return mux.UnmarshalExact(params, &p) == nil && p.SessionID != ""
+	return mux.StringMember(params, "sessionId") != ""
 }
 
 func (b *backend) processStart(ctx context.Context, c *mux.Conn, params json.RawMessage) (any, error) {
