@@ -169,6 +169,10 @@ func TestPipelinedSessionRequestsRunInArrivalOrder(t *testing.T) {
 		r.send(0x09, 0, b)
 	}
 	send(1, "session.create", obj{"id": "ord"})
+	// A create and a delete of another session, back to back: the delete
+	// finds it (it got not_found while the create was starting it).
+	send(100, "session.create", obj{"id": "brief"})
+	send(101, "session.delete", obj{"id": "brief"})
 	for i := 2; i <= n; i++ {
 		cmd := fmt.Sprintf("echo %d >> %s", i, file)
 		if i%6 == 0 {
@@ -177,7 +181,7 @@ func TestPipelinedSessionRequestsRunInArrivalOrder(t *testing.T) {
 		}
 		send(i, "exec", obj{"sessionId": "ord", "command": cmd})
 	}
-	for range n {
+	for range n + 2 {
 		if m := r.rpcReply(); m["error"] != nil {
 			t.Fatalf("answer %v", m)
 		}

@@ -26,7 +26,9 @@ func (b *backend) sessionCreate(ctx context.Context, c *mux.Conn, params json.Ra
 	if err != nil {
 		return nil, err
 	}
-	info, err := b.engine.e.CreateSession(placedCtx(ctx), exec.SessionOptions{ID: p.ID, Cwd: p.Cwd, Env: p.Env, CommandTimeout: timeout})
+	// Not placed early: a session.delete or exec right behind it must
+	// find the session ready, so the next starts once this one returned.
+	info, err := b.engine.e.CreateSession(ctx, exec.SessionOptions{ID: p.ID, Cwd: p.Cwd, Env: p.Env, CommandTimeout: timeout})
 	if err != nil {
 		return nil, execError(err)
 	}
