@@ -472,22 +472,60 @@ func (c *Client) callRemove(ctx context.Context, method string, params any) erro
 	return err
 }
 
-// callCreate sends a create call, and sends it again after a drop as
-// callIdempotent does: a create whose answer was lost left a resource
-// under an id the caller never learned. made says the id in params was
-// made up here for this call: a resend that finds it taken found what
-// the first send made, and lookup reads that back into the result. A
-// caller's own id found taken on a resend is the caller's to judge (it
-// may be another's): the error says what happened.
-func (c *Client) callCreate(ctx context.Context, method string, made bool, params, result any, lookup func(context.Context) error) error {
-	resent, err := c.callRetrying(ctx, method, params, result)
-	if !resent || !IsCode(err, mux.CodeAlreadyExists) {
+// callCreate sends a create call. With an id made up here for this call
+// (made), a create whose answer a dropped socket lost is not lost with
+// it: before the call goes again, find looks the id up, and what the
+// first send made is the answer (no one else used that id). The call
+// goes again only when nothing has the id; if it then finds the id taken
+// after all (the first send was still on its way), find waits for it. A
+// caller's own id gets one send, as before: a daemon replaces an ended
+// holder of an id, so sending again could run a command twice.
+func (c *Client) callCreate(ctx context.Context, method string, made bool, params, result any, find func(context.Context) (bool, error)) error {
+	if !made {
+		return c.Call(ctx, method, params, result)
+	}
+	dropped := false
+	for backoff := time.Millisecond; ; {
+		if dropped {
+			if found, err := find(ctx); err != nil || found {
+				return err
+			}
+		}
+		conn, err := c.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.Call(ctx, method, params, result)
+		switch {
+		case err != nil && lost(conn, err):
+			dropped = true
+			continue
+		case mux.IsOverload(err) && sleepCtx(ctx, backoff):
+			backoff = min(backoff*2, 100*time.Millisecond)
+			continue
+		case dropped && IsCode(err, mux.CodeAlreadyExists):
+			return awaitFound(ctx, find)
+		}
 		return err
 	}
-	if made {
-		return lookup(ctx)
+}
+
+// awaitFound calls find until it finds what a create made (a session is
+// listed once its shell runs), for up to 10 s.
+func awaitFound(ctx context.Context, find func(context.Context) (bool, error)) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for backoff := 5 * time.Millisecond; ; backoff = min(backoff*2, 200*time.Millisecond) {
+		found, err := find(ctx)
+		if err != nil || found {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return mux.NewError(mux.CodeNotFound, "made by a send whose answer was lost, then not found")
+		}
+		if !sleepCtx(ctx, backoff) {
+			return ctx.Err()
+		}
 	}
-	return fmt.Errorf("%w (sent again after the socket dropped: the first send may have made it)", err)
 }
 
 // callRetrying sends the call until a socket answers it (see

@@ -5,8 +5,8 @@
 // in the daemon, not in the socket, so work goes on across a reconnect:
 // an [Client.Exec] whose socket dropped fetches its result by id, a
 // create ([Client.StartProcess], [Client.CreateSession],
-// [Client.CreateTerminal]) whose answer was lost is sent again and
-// returns what its first send made, and the readers of [Process.Stdout], [Process.Stderr] and [Terminal] resume at
+// [Client.CreateTerminal]) whose answer was lost returns what it made,
+// found by its id (sent again only if nothing has it), and the readers of [Process.Stdout], [Process.Stderr] and [Terminal] resume at
 // the byte where they stopped, with no gap and no duplicate. A daemon
 // that shuts down (SIGTERM, docker stop) ends its resources and fails
 // the calls and reads in flight with its GOAWAY error (errors.Is(err,

@@ -36,9 +36,10 @@ func (p ProcessInfo) Running() bool { return p.Status == "running" }
 
 // ProcessOptions are the optional params of process.start.
 type ProcessOptions struct {
-	// ID names it (default: a fresh uuid, made here: a create whose
-	// answer a dropped socket lost is sent again, and finds what the
-	// first send made).
+	// ID names it (default: a fresh uuid, made here, so that a create
+	// whose answer a dropped socket lost finds what it made by that id,
+	// or is sent again when nothing has it; with a caller's own id such
+	// a create fails with ErrDisconnected, as before).
 	ID        string
 	Cwd       string
 	Env       map[string]*string
@@ -99,8 +100,12 @@ func (c *Client) StartProcess(ctx context.Context, command string, opts ProcessO
 	err := c.callCreate(ctx, "process.start", made, processStartParams{
 		Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env, SessionID: opts.SessionID,
 		Stdin: opts.Stdin, TimeoutMs: ceilMs(opts.Timeout), OutputLimit: opts.OutputLimit,
-	}, &info, func(ctx context.Context) error {
-		return c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &info)
+	}, &info, func(ctx context.Context) (bool, error) {
+		err := c.callIdempotent(ctx, "process.get", map[string]string{"id": opts.ID}, &info)
+		if IsCode(err, mux.CodeNotFound) {
+			return false, nil
+		}
+		return err == nil, err
 	})
 	if err != nil {
 		return nil, err

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/muxd/muxd/mux"
 )
 
 // SessionOptions are the optional params of session.create.
 type SessionOptions struct {
-	// ID names it (default: a fresh uuid, made here: a create whose
-	// answer a dropped socket lost is sent again, and finds what the
-	// first send made).
+	// ID names it (default: a fresh uuid, made here, so that a create
+	// whose answer a dropped socket lost finds what it made by that id,
+	// or is sent again when nothing has it; with a caller's own id such
+	// a create fails with ErrDisconnected, as before).
 	ID string
 	// Cwd is where the shell starts ("" = $HOME); one that is not a
 	// directory is refused.
@@ -64,18 +64,15 @@ func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 	if opts.CommandTimeout > 0 {
 		params["commandTimeoutMs"] = ceilMs(opts.CommandTimeout)
 	}
-	err := c.callCreate(ctx, "session.create", made, params, &r, func(ctx context.Context) error {
+	err := c.callCreate(ctx, "session.create", made, params, &r, func(ctx context.Context) (bool, error) {
 		list, err := c.ListSessions(ctx)
 		for _, si := range list {
 			if si.ID == opts.ID {
 				r.ID, r.Cwd = si.ID, si.Cwd
-				return nil
+				return true, nil
 			}
 		}
-		if err == nil {
-			err = mux.NewError(mux.CodeNotFound, "session %q: made, then gone before its answer was read again", opts.ID)
-		}
-		return err
+		return false, err
 	})
 	if err != nil {
 		return nil, err

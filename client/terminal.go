@@ -29,9 +29,10 @@ type TerminalInfo struct {
 
 // TerminalOptions are the params of terminal.create.
 type TerminalOptions struct {
-	// ID names it (default: a fresh uuid, made here: a create whose
-	// answer a dropped socket lost is sent again, and finds what the
-	// first send made).
+	// ID names it (default: a fresh uuid, made here, so that a create
+	// whose answer a dropped socket lost finds what it made by that id,
+	// or is sent again when nothing has it; with a caller's own id such
+	// a create fails with ErrDisconnected, as before).
 	ID                           string
 	Title, Shell, Cwd, SessionID string
 	Cols, Rows                   int
@@ -70,18 +71,15 @@ func (c *Client) CreateTerminal(ctx context.Context, opts TerminalOptions) (*Ter
 		params["env"] = opts.Env
 	}
 	var info TerminalInfo
-	err := c.callCreate(ctx, "terminal.create", made, params, &info, func(ctx context.Context) error {
+	err := c.callCreate(ctx, "terminal.create", made, params, &info, func(ctx context.Context) (bool, error) {
 		list, err := c.ListTerminals(ctx)
 		for _, ti := range list {
 			if ti.ID == opts.ID {
 				info = ti
-				return nil
+				return true, nil
 			}
 		}
-		if err == nil {
-			err = mux.NewError(mux.CodeNotFound, "terminal %q: made, then gone before its answer was read again", opts.ID)
-		}
-		return err
+		return false, err
 	})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -391,6 +392,57 @@ func TestClientCreateWhoseAnswerWasLost(t *testing.T) {
 			}
 		})
 	}
+	// A process that ended before the client was back is not started
+	// again (the daemon replaces an ended holder of an id, so a blind
+	// resend ran it twice).
+	t.Run("process that ended meanwhile", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "runs")
+		proxy.muted.Store(true)
+		type result struct {
+			p   *client.Process
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			p, err := c.StartProcess(ctx, "echo run >> "+file, client.ProcessOptions{})
+			done <- result{p, err}
+		}()
+		started := func() string {
+			l, _ := direct.ListProcesses(ctx, "")
+			for _, p := range l {
+				if strings.Contains(p.Command, file) {
+					return p.ID
+				}
+			}
+			return ""
+		}
+		id := started()
+		for deadline := time.Now().Add(10 * time.Second); id == ""; id = started() {
+			if time.Now().After(deadline) {
+				t.Fatal("the process never started")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		p, err := direct.Process(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil { // ended, its record final
+			t.Fatal(err)
+		}
+		proxy.muted.Store(false)
+		proxy.drop()
+		res := recvOrTimeout(t, done, 20*time.Second)
+		if res.err != nil {
+			t.Fatalf("StartProcess across the lost answer: %v", res.err)
+		}
+		if _, err := res.p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "run\n" {
+			t.Fatalf("the command ran %d times, want once", strings.Count(string(b), "run"))
+		}
+	})
 }
 
 func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
