@@ -13,12 +13,17 @@ import (
 // token guessBurst times at once, then one more per guessEvery. Past
 // that, its requests that present a token are refused with 429 before
 // the token is compared, right or wrong: admitting a right one would
-// tell a guesser which guess was right. Requests without a token are
-// not counted (they guess nothing). A source is an IPv4 address or an
-// IPv6 /64, what one machine can easily vary within.
+// tell a guesser which guess was right. So clients that share an address
+// (behind one NAT, or all on 127.0.0.1) share its allowance: the rate
+// leaves room for a few clients retrying a stale token every second or
+// two. Requests without a token are not counted (they guess nothing). A
+// source is an IPv4 address or an IPv6 /64, what one machine can easily
+// vary within. Past maxGuessSources sources that guessed recently, a new
+// source's token is compared without being counted: refusing it would
+// let one host with a /48 lock every new client out.
 const (
-	guessBurst      = 10
-	guessEvery      = time.Second
+	guessBurst      = 20
+	guessEvery      = 200 * time.Millisecond
 	maxGuessSources = 4096
 )
 
@@ -64,18 +69,13 @@ func newGuessLimiter(onLimit func(string, time.Duration)) *guessLimiter {
 }
 
 // refused returns the wait before source may present a token again, or
-// 0. A source not yet known while the table is full of sources that
-// guessed recently is refused too: past maxGuessSources addresses, the
-// limit could not be kept otherwise.
+// 0.
 func (g *guessLimiter) refused(source string) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
 	t, known := g.paid[source]
 	if !known {
-		if len(g.paid) >= maxGuessSources && !g.sweepLocked(now) {
-			return guessEvery
-		}
 		return 0
 	}
 	if wait := t.Sub(now) - guessBurst*guessEvery; wait > 0 {
@@ -91,7 +91,7 @@ func (g *guessLimiter) wrong(source string) {
 	t, known := g.paid[source]
 	if !known && len(g.paid) >= maxGuessSources && !g.sweepLocked(now) {
 		g.mu.Unlock()
-		return // refused checks it again next time
+		return // not counted: see maxGuessSources
 	}
 	if t.Before(now) {
 		t = now

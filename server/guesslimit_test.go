@@ -98,23 +98,35 @@ func TestGuessSourceGroupsAnIPv6Slash64(t *testing.T) {
 }
 
 // With the table full of sources that guessed recently, a new source's
-// token is refused rather than compared without a limit.
-func TestGuessTableFullRefusesNewSources(t *testing.T) {
+// token is compared and not counted: refusing it let one host with many
+// addresses lock every new client out.
+func TestGuessTableFullComparesNewSources(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	g := newGuessLimiter(nil)
 	g.now = clock.now
+	a := newAuthorizer("s3cret", nil, g)
 	for i := range maxGuessSources {
 		g.wrong("10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256))
 	}
-	if wait := g.refused("192.0.2.1"); wait != guessEvery {
-		t.Fatalf("a new source with the table full: wait %v, want %v", wait, guessEvery)
+	if err := a.authorize(tokenRequest("192.0.2.1:1", "s3cret")); err != nil {
+		t.Fatalf("the right token from a new source with the table full: %v", err)
 	}
-	if wait := g.refused("10.0.0.1"); wait != 0 {
-		t.Fatalf("a known source with one wrong guess: wait %v, want 0", wait)
+	if err := a.authorize(tokenRequest("192.0.2.1:1", "wrong")); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("a wrong token from a new source with the table full: %v, want ErrUnauthorized", err)
+	}
+	g.mu.Lock()
+	n := len(g.paid)
+	g.mu.Unlock()
+	if n != maxGuessSources {
+		t.Fatalf("%d sources kept, want the bound %d", n, maxGuessSources)
 	}
 	clock.t = clock.t.Add(guessEvery)
-	if wait := g.refused("192.0.2.1"); wait != 0 {
-		t.Fatalf("a new source once the others are paid up: wait %v, want 0", wait)
+	a.authorize(tokenRequest("192.0.2.1:1", "wrong"))
+	g.mu.Lock()
+	_, counted := g.paid["192.0.2.1"]
+	g.mu.Unlock()
+	if !counted {
+		t.Fatal("once the others were paid up, the new source was not counted")
 	}
 }
 

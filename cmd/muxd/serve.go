@@ -109,7 +109,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		log.Warn("--token is visible to every user through ps; use MUXD_TOKEN or --token-file")
 	}
 	if t := o.cfg.Token; t != "" && len(t) < minTokenLen {
-		log.Warn("the token is short: anyone who reaches the daemon can try tokens (one a second from each address they have, after 10); use 16 bytes or more (head -c 32 /dev/urandom | base64)",
+		log.Warn("the token is short: anyone who reaches the daemon can try tokens (five a second from each address they have, after 20); use 16 bytes or more (head -c 32 /dev/urandom | base64)",
 			"bytes", len(t))
 	}
 	if o.cfg.InsecureNoAuth && o.cfg.Token == "" {

@@ -701,9 +701,9 @@ describe('the page against a daemon with a token', { skip }, () => {
       await dialog.waitFor({ state: 'visible', timeout: 10000 });
       const msg = dialog.locator('.auth-msg');
       let text = '';
-      // 10 wrong tokens are answered 401; the daemon then refuses this
-      // address's tokens (429) for a second or so.
-      for (let i = 0; i < 15 && !/Too many/.test(text); i++) {
+      // 20 wrong tokens are answered 401; the daemon then refuses this
+      // address's tokens (429) for a moment.
+      for (let i = 0; i < 30 && !/Too many/.test(text); i++) {
         await dialog.locator('input[type=password]').fill(`wrong-${i}`);
         await dialog.locator('input[type=password]').press('Enter');
         await page.waitForFunction(() => {
