@@ -312,7 +312,7 @@ func (e *Engine) SessionState(id string) (cwd string, env []string, err error) {
 		return "", nil, fmt.Errorf("exec: session state: %w", err)
 	}
 	parts := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-	if o.code != 0 {
+	if o.code != 0 || parts[len(parts)-1] == "\x01" {
 		// env(1) could not run: a variable past the kernel's 128 KiB per
 		// string (E2BIG), a ulimit -v. Its output is partial or none, and
 		// a terminal started with it lost HOME, PATH and the rest: the

@@ -753,9 +753,14 @@ func TestSessionStateWhenEnvCannotRun(t *testing.T) {
 	dir := t.TempDir()
 	sid := newSession(t, e, SessionOptions{Env: map[string]*string{"MARKER": strp("kept")}})
 	mustExec(t, e, ExecRequest{SessionID: sid, Command: "cd " + dir + "; export BIG=$(head -c 200000 /dev/zero | tr '\\0' a)"})
+	// Under set -e too: env's failure must not end the session.
+	mustExec(t, e, ExecRequest{SessionID: sid, Command: "set -e"})
 	cwd, env, err := e.SessionState(sid)
 	if err != nil || cwd != dir || !contains(env, "MARKER=kept") || !slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, "PATH=") }) {
 		t.Fatalf("SessionState = %q, %d vars (MARKER kept: %v), %v; want %q and the creation env", cwd, len(env), contains(env, "MARKER=kept"), err, dir)
+	}
+	if r := mustExec(t, e, ExecRequest{SessionID: sid, Command: "echo alive"}); string(r.Stdout) != "alive\n" {
+		t.Fatalf("the session after SessionState: %q", r.Stdout)
 	}
 }
 

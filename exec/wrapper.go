@@ -364,9 +364,12 @@ __muxd_o=$(\builtin set +o); \builtin printf '\\builtin %s\n' "${__muxd_o//$'\n'
 // NUL-separated, to path. env is the env program by its absolute path:
 // the user's PATH may no longer find it (export PATH=/opt/bin), and a
 // state without variables would start a terminal with an empty
-// environment.
+// environment. When env fails (a variable over 128 KiB), a last \001
+// field says so. env runs in a subshell: under set -e, bash 5.2 ends
+// the shell when `builtin command` fails to exec, even on the left of
+// ||, and a terminal.create from a session killed the session.
 func stateScript(path, env string) string {
-	return `{ \builtin printf '%s\0' "${PWD:-$(\builtin pwd)}"; \builtin command ` + shQuote(env) + ` -0;} >|` + shQuote(path) + "\n"
+	return `{ \builtin printf '%s\0' "${PWD:-$(\builtin pwd)}"; (\builtin command ` + shQuote(env) + ` -0)||\builtin printf '\001\0';} >|` + shQuote(path) + "\n"
 }
 
 // parseMarker parses "STATUS\n", an exit record or a marker's status.
