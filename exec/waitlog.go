@@ -184,8 +184,10 @@ func (e *Engine) WaitForLog(ctx context.Context, id, pattern string, stream Stre
 const (
 	maxPatternLen = 4096
 	// maxPatternSize bounds the pattern's size with its repetitions
-	// expanded (about the compiled program's instructions).
-	maxPatternSize = 100_000
+	// expanded (about the compiled program's instructions): each held
+	// ~44 bytes for the whole wait, and a connection may wait on 256,
+	// and matching costs up to this much per byte of a line.
+	maxPatternSize = 10_000
 )
 
 // compilePattern compiles a waitForLog pattern within those bounds.

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/muxd/muxd/internal/ids"
 )
@@ -261,4 +264,13 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 }
 
-func shellTitle(shell string) string { return filepath.Base(shell) }
+func shellTitle(shell string) string {
+	// The shell's name goes to every client as the title: a control
+	// character in a file name would be an escape where one prints it.
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, filepath.Base(shell))
+}

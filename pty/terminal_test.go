@@ -611,3 +611,19 @@ func children(t *testing.T) []string {
 	}
 	return out
 }
+
+// A shell's file name becomes the default title, which every client
+// shows: control characters in it are replaced.
+func TestShellTitleHasNoControlCharacters(t *testing.T) {
+	for in, want := range map[string]string{
+		"/bin/bash":           "bash",
+		"/opt/x/evil\x1b]0;t": "evil?]0;t",
+		"/tmp/a\nb":           "a?b",
+		"/tmp/\xff":           "?",
+		"/usr/bin/zsh-5.9":    "zsh-5.9",
+	} {
+		if got := shellTitle(in); got != want {
+			t.Errorf("shellTitle(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -159,7 +159,7 @@ var restated = []string{
 	exec.ErrNotFound.Error() + ": ", exec.ErrAlreadyExists.Error() + ": ",
 	exec.ErrSessionDead.Error() + ": ", exec.ErrLimit.Error() + ": ",
 	exec.ErrInvalid.Error() + ": ", exec.ErrTimeout.Error() + ": ",
-	exec.ErrBusy.Error() + ": ", "exec: ", "pty: ",
+	exec.ErrBusy.Error() + ": ", "exec: ", "pty: ", "proc: ",
 }
 
 // wireMessage is an engine error's text as the wire carries it, without
