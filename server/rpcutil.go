@@ -165,9 +165,13 @@ var restated = []string{
 // wireMessage is an engine error's text as the wire carries it, without
 // the words its code restates.
 func wireMessage(msg string) string {
-	for _, r := range restated {
-		if rest, ok := strings.CutPrefix(msg, r); ok && rest != "" {
-			return rest
+	for cut := true; cut; { // "exec: invalid argument: proc: ..." has two
+		cut = false
+		for _, r := range restated {
+			if rest, ok := strings.CutPrefix(msg, r); ok && rest != "" {
+				msg, cut = rest, true
+				break
+			}
 		}
 	}
 	return msg

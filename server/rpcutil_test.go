@@ -75,6 +75,7 @@ func TestWireMessagesDoNotRestateTheirCode(t *testing.T) {
 		{fmt.Errorf("%w: pattern of 5000 bytes, at most 4096", exec.ErrInvalid), "pattern of 5000 bytes, at most 4096"},
 		{fmt.Errorf("%w: %q", pty.ErrNotFound, "t"), `terminal not found: "t"`},
 		{exec.ErrNotFound, "not found"},
+		{fmt.Errorf("%w: proc: arguments too large", exec.ErrInvalid), "arguments too large"},
 		{errors.New("something else"), "something else"},
 	} {
 		var me *mux.Error
