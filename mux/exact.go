@@ -3,7 +3,6 @@ package mux
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -16,8 +15,7 @@ import (
 // client never used) and an exec's "COMMAND" member ran in place of its
 // "command". Every member whose name is not exactly a field's is dropped
 // before decoding, as encoding/json ignores unknown members anyway. Only
-// v's own members are checked, not nested objects'. A document nested
-// deeper than 1000 levels is refused.
+// v's own members are checked, not nested objects'.
 func UnmarshalExact(p []byte, v any) error {
 	if names := exactNames(reflect.TypeOf(v)); names != nil {
 		exact, err := keepExact(p, names)
@@ -86,10 +84,6 @@ func addFields(t reflect.Type, names *fieldNames) {
 	}
 }
 
-// errTooDeep refuses what the scanner will not walk; encoding/json
-// alone would fold names again there.
-var errTooDeep = fmt.Errorf("JSON nested deeper than %d levels", maxScanDepth)
-
 // keepExact returns p with only the top-level members whose names are
 // exactly field names: p itself when it has no other, and when it is
 // not well-formed JSON (json.Unmarshal then says why).
@@ -125,8 +119,8 @@ func keepExact(p []byte, names *fieldNames) ([]byte, error) {
 		}
 		s.space()
 		if !s.value(0) {
-			if json.Valid(p) {
-				return nil, errTooDeep
+			if json.Valid(p) { // nested past what the scanner walks
+				return exactByMap(p, names)
 			}
 			return p, nil
 		}
@@ -189,7 +183,8 @@ func StringMember(p []byte, name string) string {
 		if !s.value(0) {
 			return ""
 		}
-		if memberNamed(key, name) {
+		// A later null leaves a decoded string as it was: so here.
+		if memberNamed(key, name) && !bytes.Equal(p[vstart:s.i], []byte("null")) {
 			found = p[vstart:s.i]
 		}
 		s.space()
@@ -214,4 +209,20 @@ func memberNamed(key []byte, name string) bool {
 	}
 	var un string
 	return json.Unmarshal(key, &un) == nil && un == name
+}
+
+// exactByMap is keepExact for what the scanner does not walk (nesting
+// past maxScanDepth): a map's keys are exact, and a later duplicate wins
+// in it as in a struct.
+func exactByMap(p []byte, names *fieldNames) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(p, &m); err != nil {
+		return p, nil // json.Unmarshal of p says why
+	}
+	for k := range m {
+		if !names.exact[k] {
+			delete(m, k)
+		}
+	}
+	return json.Marshal(m)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -191,5 +192,33 @@ func TestOrderedRequestsKeepTheirOrderWhenTheConnectionEnds(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("places after the connection ended %v, want %v", got, want)
+	}
+}
+
+// Requests that rpc.cancel ends in line leave it at once: a client that
+// queues and cancels again and again behind a request that holds its
+// key keeps nothing (each left a goroutine waiting for the head, outside
+// every cap).
+func TestCancelledInLineLeavesNothingBehind(t *testing.T) {
+	rt, _ := orderRouter(true)
+	ts := newTestServer(t, tcpTransport, Config{}, rt)
+	rc := rawDial(t, ts, true)
+	rc.send(typeRPC, 0, queueRequest(1, `{"key":"a","block":true}`))
+	rc.send(typeRPC, 0, queueRequest(2, `{"key":"b","n":0}`)) // a barrier: the head is in
+	rc.recvType(typeRPC)
+	before := runtime.NumGoroutine()
+	for range 200 {
+		rc.send(typeRPC, 0, queueRequest(10, `{"key":"a","n":10}`))
+		rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":11,"method":"rpc.cancel","params":{"id":10}}`))
+		for range 2 {
+			rc.recvType(typeRPC)
+		}
+	}
+	if after := runtime.NumGoroutine(); after > before+20 {
+		t.Fatalf("goroutines %d after 200 requests cancelled in line, %d before", after, before)
+	}
+	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":12,"method":"rpc.cancel","params":{"id":1}}`))
+	for range 2 {
+		rc.recvType(typeRPC)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 )
 
 // pendingReq is an inbound request being served.
@@ -13,40 +12,39 @@ type pendingReq struct {
 	long     bool
 	cost     int64 // budget held by the request body
 	reserved int64 // budget held for the answer (ReserveAnswer), until it is queued
-	// Ordered requests (Router.Order): after is closed once the request
-	// before this one with its key took its place; placed, once this one
-	// did (Placed, or its handler returned).
-	c          *Conn
-	orderKey   string
-	after      <-chan struct{}
-	placed     chan struct{}
-	placedOnce sync.Once
+	// Ordered requests (Router.Order) form a line per key, linked under
+	// Conn.mu: turn (nil for the first in line) is closed when the one
+	// before takes its place; prev is nil once the turn came.
+	c        *Conn
+	orderKey string
+	turn     chan struct{}
+	prev     *pendingReq
+	next     *pendingReq
+	done     bool // placed, returned, or left the line
 }
 
 // awaitTurn waits until the ordered request before pr took its place.
-// It reports false for a request that rpc.cancel ended while it waited:
-// its handler is not run, and the request after it still waits for the
-// one before it. When the connection ends instead, it waits on: a
-// request that outlives its connection (an exec) still starts in its
-// turn, and each one before it does too, or returns.
-func awaitTurn(ctx context.Context, pr *pendingReq) bool {
-	if pr.after == nil {
+// It reports false for a request that rpc.cancel ended first: it leaves
+// the line without running, and the request after it waits for the one
+// before it. When the connection ends instead, it waits on: a request
+// that outlives its connection (an exec) still starts in its turn, and
+// each one before it does too, or returns.
+func (c *Conn) awaitTurn(ctx context.Context, pr *pendingReq) bool {
+	if pr.turn == nil {
 		return true
 	}
 	select {
-	case <-pr.after:
-		return true
+	case <-pr.turn:
 	case <-ctx.Done():
 	}
-	if errors.Is(context.Cause(ctx), ErrCancelledByPeer) {
-		go func() {
-			<-pr.after
-			pr.markPlaced()
-		}()
-		return false
+	if !errors.Is(context.Cause(ctx), ErrCancelledByPeer) {
+		<-pr.turn
+		return true
 	}
-	<-pr.after
-	return true
+	c.mu.Lock()
+	c.leaveLineLocked(pr)
+	c.mu.Unlock()
+	return false
 }
 
 // Placed tells the connection that the request whose handler context is
@@ -61,18 +59,42 @@ func Placed(ctx context.Context) {
 }
 
 func (pr *pendingReq) markPlaced() {
-	if pr.placed == nil {
+	if pr.orderKey == "" {
 		return
 	}
-	pr.placedOnce.Do(func() {
-		close(pr.placed)
-		c := pr.c
-		c.mu.Lock()
-		if c.orderTail[pr.orderKey] == pr {
+	c := pr.c
+	c.mu.Lock()
+	c.leaveLineLocked(pr)
+	c.mu.Unlock()
+}
+
+// leaveLineLocked takes pr out of its line, once: a request still
+// waiting is spliced out (the next waits for the one before), one that
+// had its turn gives it to the next.
+func (c *Conn) leaveLineLocked(pr *pendingReq) {
+	if pr.done {
+		return
+	}
+	pr.done = true
+	prev, next := pr.prev, pr.next
+	pr.prev, pr.next = nil, nil
+	switch {
+	case prev != nil: // still waiting
+		prev.next = next
+		if next != nil {
+			next.prev = prev
+		}
+	case next != nil:
+		next.prev = nil
+		close(next.turn)
+	}
+	if next == nil && c.orderTail[pr.orderKey] == pr {
+		if prev != nil {
+			c.orderTail[pr.orderKey] = prev
+		} else {
 			delete(c.orderTail, pr.orderKey)
 		}
-		c.mu.Unlock()
-	})
+	}
 }
 
 // reqKey is the context key of a request's *pendingReq.
@@ -148,10 +170,11 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 	ctx = context.WithValue(ctx, reqKey{}, pr)
 	c.pending[key] = pr
 	if orderKey != "" {
-		if prev := c.orderTail[orderKey]; prev != nil {
-			pr.after = prev.placed
+		pr.orderKey = orderKey
+		if tail := c.orderTail[orderKey]; tail != nil {
+			pr.prev, pr.turn = tail, make(chan struct{})
+			tail.next = pr
 		}
-		pr.orderKey, pr.placed = orderKey, make(chan struct{})
 		if c.orderTail == nil {
 			c.orderTail = make(map[string]*pendingReq)
 		}
@@ -171,7 +194,7 @@ func (c *Conn) serveRequest(m rpcMsg, size int64) {
 func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pendingReq) {
 	var res any
 	var err error
-	if awaitTurn(ctx, pr) {
+	if c.awaitTurn(ctx, pr) {
 		res, err = c.callHandler(ctx, fn, m.Params)
 		pr.markPlaced()
 	} else {
