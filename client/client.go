@@ -477,18 +477,25 @@ func (c *Client) callRemove(ctx context.Context, method string, params any) erro
 // it: before the call goes again, find looks the id up, and what the
 // first send made is the answer (no one else used that id). The call
 // goes again only when nothing has the id; if it then finds the id taken
-// after all (the first send was still on its way), find waits for it. A
-// caller's own id gets one send, as before: a daemon replaces an ended
-// holder of an id, so sending again could run a command twice.
-func (c *Client) callCreate(ctx context.Context, method string, made bool, params, result any, find func(context.Context) (bool, error)) error {
+// (the first send was still on its way), find waits for what that makes,
+// and the call goes once more if nothing appears. A caller's own id gets
+// one send, as before: a daemon replaces an ended holder of an id, so
+// sending again could run a command twice. So may a send to a restarted
+// daemon when the first one's child outlived its daemon: with
+// onceAcrossRestarts (a process), that is an error instead.
+func (c *Client) callCreate(ctx context.Context, method string, made, onceAcrossRestarts bool, params, result any, find func(context.Context) (bool, error)) error {
 	if !made {
 		return c.Call(ctx, method, params, result)
 	}
-	dropped := false
+	dropped, sentTo := false, "" // a send's socket dropped; its daemon's boot
 	for backoff := time.Millisecond; ; {
 		if dropped {
-			if found, err := find(ctx); err != nil || found {
+			found, err := find(ctx)
+			if err != nil || found {
 				return err
+			}
+			if onceAcrossRestarts && c.Boot() != sentTo {
+				return fmt.Errorf("%s: %w, and the daemon restarted: it may have started there, and is not sent again", method, ErrDisconnected)
 			}
 		}
 		conn, err := c.Conn(ctx)
@@ -498,13 +505,16 @@ func (c *Client) callCreate(ctx context.Context, method string, made bool, param
 		err = conn.Call(ctx, method, params, result)
 		switch {
 		case err != nil && lost(conn, err):
-			dropped = true
+			dropped, sentTo = true, conn.Hello().Boot
 			continue
 		case mux.IsOverload(err) && sleepCtx(ctx, backoff):
 			backoff = min(backoff*2, 100*time.Millisecond)
 			continue
 		case dropped && IsCode(err, mux.CodeAlreadyExists):
-			return awaitFound(ctx, find)
+			if found, err := awaitFound(ctx, find); err != nil || found {
+				return err
+			}
+			continue // made and gone, or never made: send again
 		}
 		return err
 	}
@@ -512,18 +522,15 @@ func (c *Client) callCreate(ctx context.Context, method string, made bool, param
 
 // awaitFound calls find until it finds what a create made (a session is
 // listed once its shell runs), for up to 10 s.
-func awaitFound(ctx context.Context, find func(context.Context) (bool, error)) error {
+func awaitFound(ctx context.Context, find func(context.Context) (bool, error)) (bool, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for backoff := 5 * time.Millisecond; ; backoff = min(backoff*2, 200*time.Millisecond) {
 		found, err := find(ctx)
-		if err != nil || found {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return mux.NewError(mux.CodeNotFound, "made by a send whose answer was lost, then not found")
+		if err != nil || found || time.Now().After(deadline) {
+			return found, err
 		}
 		if !sleepCtx(ctx, backoff) {
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }

@@ -97,7 +97,7 @@ func (c *Client) StartProcess(ctx context.Context, command string, opts ProcessO
 		opts.ID = uuid.NewString() // so that a lost answer can be found again
 	}
 	var info ProcessInfo
-	err := c.callCreate(ctx, "process.start", made, processStartParams{
+	err := c.callCreate(ctx, "process.start", made, true, processStartParams{
 		Command: command, ID: opts.ID, Cwd: opts.Cwd, Env: opts.Env, SessionID: opts.SessionID,
 		Stdin: opts.Stdin, TimeoutMs: ceilMs(opts.Timeout), OutputLimit: opts.OutputLimit,
 	}, &info, func(ctx context.Context) (bool, error) {

@@ -64,7 +64,7 @@ func (c *Client) CreateSession(ctx context.Context, opts SessionOptions) (*Sessi
 	if opts.CommandTimeout > 0 {
 		params["commandTimeoutMs"] = ceilMs(opts.CommandTimeout)
 	}
-	err := c.callCreate(ctx, "session.create", made, params, &r, func(ctx context.Context) (bool, error) {
+	err := c.callCreate(ctx, "session.create", made, false, params, &r, func(ctx context.Context) (bool, error) {
 		list, err := c.ListSessions(ctx)
 		for _, si := range list {
 			if si.ID == opts.ID {

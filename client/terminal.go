@@ -71,7 +71,7 @@ func (c *Client) CreateTerminal(ctx context.Context, opts TerminalOptions) (*Ter
 		params["env"] = opts.Env
 	}
 	var info TerminalInfo
-	err := c.callCreate(ctx, "terminal.create", made, params, &info, func(ctx context.Context) (bool, error) {
+	err := c.callCreate(ctx, "terminal.create", made, false, params, &info, func(ctx context.Context) (bool, error) {
 		list, err := c.ListTerminals(ctx)
 		for _, ti := range list {
 			if ti.ID == opts.ID {

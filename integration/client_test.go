@@ -46,6 +46,7 @@ type cutProxy struct {
 	wg       sync.WaitGroup
 	muted    atomic.Bool // the daemon's bytes are dropped, not forwarded
 	refusing atomic.Bool // new connections are closed at once
+	target   atomic.Pointer[string]
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -54,6 +55,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 		t.Fatal(err)
 	}
 	p := &cutProxy{ln: ln}
+	p.target.Store(&target)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -66,7 +68,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 				_ = c.Close()
 				continue
 			}
-			s, err := net.Dial("tcp", target)
+			s, err := net.Dial("tcp", *p.target.Load())
 			if err != nil {
 				_ = c.Close()
 				continue
@@ -443,6 +445,40 @@ func TestClientCreateWhoseAnswerWasLost(t *testing.T) {
 			t.Fatalf("the command ran %d times, want once", strings.Count(string(b), "run"))
 		}
 	})
+}
+
+// A process.start whose answer was lost while the daemon restarted is
+// not sent to the new daemon: its child may outlive the old one, and a
+// second send would run the command twice. The call fails saying so.
+func TestClientStartProcessAcrossARestartIsNotSentAgain(t *testing.T) {
+	a, proxy, c := behindProxy(t)
+	ctx := ctxT(t, 30*time.Second)
+	direct := a.dial(t, client.Options{})
+	proxy.muted.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if l, _ := direct.ListProcesses(ctx, ""); len(l) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process never started")
+		}
+	}
+	b := startDaemon(t, nil) // "restarted": another boot behind the same address
+	proxy.target.Store(&b.Addr)
+	proxy.muted.Store(false)
+	proxy.drop()
+	err := recvOrTimeout(t, done, 20*time.Second)
+	if !errors.Is(err, client.ErrDisconnected) || !strings.Contains(err.Error(), "restarted") {
+		t.Fatalf("StartProcess across a restart: %v, want ErrDisconnected saying the daemon restarted", err)
+	}
+	if l, _ := b.dial(t, client.Options{}).ListProcesses(ctx, ""); len(l) != 0 {
+		t.Fatalf("the new daemon runs %d processes, want none", len(l))
+	}
 }
 
 func TestClientTerminalAnswersWhileTheDaemonIsOutOfReach(t *testing.T) {
