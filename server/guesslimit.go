@@ -58,8 +58,9 @@ func setRetryAfter(w http.ResponseWriter, err error) {
 // earliest, and a source whose time is more than guessBurst guesses
 // ahead is refused until it is not.
 type guessLimiter struct {
-	mu      sync.Mutex
-	paid    map[string]time.Time
+	mu        sync.Mutex
+	paid      map[string]time.Time
+	lastSweep time.Time // a full table is swept at most once per guessEvery
 	now     func() time.Time
 	onLimit func(source string, wait time.Duration) // first refusal of a run, for the log
 }
@@ -106,8 +107,14 @@ func (g *guessLimiter) wrong(source string) {
 }
 
 // sweepLocked forgets sources whose guesses are paid up and reports
-// whether that made room.
+// whether that made room. It walks the table at most once per
+// guessEvery: a flood of new sources must not make every token check
+// wait behind a walk of 4096 entries.
 func (g *guessLimiter) sweepLocked(now time.Time) bool {
+	if now.Sub(g.lastSweep) < guessEvery {
+		return len(g.paid) < maxGuessSources
+	}
+	g.lastSweep = now
 	for s, t := range g.paid {
 		if !t.After(now) {
 			delete(g.paid, s)
