@@ -61,8 +61,8 @@ type guessLimiter struct {
 	mu        sync.Mutex
 	paid      map[string]time.Time
 	lastSweep time.Time // a full table is swept at most once per guessEvery
-	now     func() time.Time
-	onLimit func(source string, wait time.Duration) // first refusal of a run, for the log
+	now       func() time.Time
+	onLimit   func(source string, wait time.Duration) // first refusal of a run, for the log
 }
 
 func newGuessLimiter(onLimit func(string, time.Duration)) *guessLimiter {
