@@ -226,35 +226,7 @@ func TestClientStdinAcrossADroppedSocket(t *testing.T) {
 	})
 
 	t.Run("every byte once across several drops", func(t *testing.T) {
-		p, err := c.StartProcess(ctx, "sha256sum", client.ProcessOptions{Stdin: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := make([]byte, 64<<10)
-		sum := sha256.New()
-		in := p.Stdin()
-		for i := range 200 {
-			for j := range data {
-				data[j] = byte(i*7 + j*13)
-			}
-			sum.Write(data)
-			if i%50 == 25 {
-				dropSockets(t, d)
-			}
-			if _, err := in.Write(data); err != nil {
-				t.Fatalf("Write %d: %v", i, err)
-			}
-		}
-		if err := in.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		out, _, _, _ := p.Read(ctx, "stdout", 0, 200)
-		if want := hex.EncodeToString(sum.Sum(nil)); !strings.HasPrefix(string(out), want) {
-			t.Errorf("sha256sum of stdin %.64s, want %s: bytes lost or doubled across the drops", out, want)
-		}
+		sha256AcrossDrops(t, ctx, c, 200, 50, func() { dropSockets(t, d) })
 	})
 }
 
@@ -296,42 +268,50 @@ func TestClientStdinAcrossAProxyCut(t *testing.T) {
 	})
 
 	t.Run("every byte once across several cuts", func(t *testing.T) {
-		p, err := c.StartProcess(ctx, "sha256sum", client.ProcessOptions{Stdin: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := make([]byte, 64<<10)
-		sum := sha256.New()
-		in := p.Stdin()
-		for i := range 64 {
-			for j := range data {
-				data[j] = byte(i*5 + j*11)
-			}
-			sum.Write(data)
-			if i%16 == 8 {
-				proxy.drop()
-			}
-			if _, err := in.Write(data); err != nil {
-				t.Fatalf("Write %d: %v", i, err)
-			}
-		}
-		if err := in.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		out, _, _, _ := p.Read(ctx, "stdout", 0, 200)
-		if want := hex.EncodeToString(sum.Sum(nil)); !strings.HasPrefix(string(out), want) {
-			t.Errorf("sha256sum of stdin %.64s, want %s", out, want)
-		}
+		sha256AcrossDrops(t, ctx, c, 64, 16, proxy.drop)
 	})
 }
 
-// A create whose answer a dropped socket lost is sent again, finds what
-// its first send made and returns it: nothing is made twice, nothing is
-// left under an id the caller never learned. It failed with
-// "disconnected while the request was pending" and left the resource.
+// sha256AcrossDrops writes rounds × 64 KiB to sha256sum's stdin, calling
+// drop before one write in every every, and checks the sum: each byte
+// once across the drops, none lost or doubled.
+func sha256AcrossDrops(t *testing.T, ctx context.Context, c *client.Client, rounds, every int, drop func()) {
+	t.Helper()
+	p, err := c.StartProcess(ctx, "sha256sum", client.ProcessOptions{Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64<<10)
+	sum := sha256.New()
+	in := p.Stdin()
+	for i := range rounds {
+		for j := range data {
+			data[j] = byte(i*7 + j*13)
+		}
+		sum.Write(data)
+		if i%every == every/2 {
+			drop()
+		}
+		if _, err := in.Write(data); err != nil {
+			t.Fatalf("Write %d: %v", i, err)
+		}
+	}
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _, _ := p.Read(ctx, "stdout", 0, 200)
+	if want := hex.EncodeToString(sum.Sum(nil)); !strings.HasPrefix(string(out), want) {
+		t.Errorf("sha256sum of stdin %.64s, want %s: bytes lost or doubled across the drops", out, want)
+	}
+}
+
+// A create whose answer a dropped socket lost finds what it made by its
+// id and returns it: nothing is made twice, nothing is left under an id
+// the caller never learned. It failed with "disconnected while the
+// request was pending" and left the resource.
 func TestClientCreateWhoseAnswerWasLost(t *testing.T) {
 	d, proxy, c := behindProxy(t)
 	direct := d.dial(t, client.Options{})
