@@ -88,56 +88,21 @@ func addFields(t reflect.Type, names *fieldNames) {
 // exactly field names: p itself when it has no other, and when it is
 // not well-formed JSON (json.Unmarshal then says why).
 func keepExact(p []byte, names *fieldNames) ([]byte, error) {
-	s := jsonScan{p: p}
-	s.space()
-	if !s.eat('{') {
-		return p, nil
-	}
-	var keep [][2]int // kept members' spans, name to value
+	var keep [][2][]byte // kept members: raw name, raw value
 	dropped := false
-	s.space()
-	if s.eat('}') {
-		return p, nil
-	}
-	for range len(p) { // bounded: each member consumes bytes
-		s.space()
-		start := s.i
-		if !s.str() {
-			return p, nil
-		}
-		name := p[start+1 : s.i-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			var un string
-			if json.Unmarshal(p[start:s.i], &un) != nil {
-				return p, nil
-			}
-			name = []byte(un)
-		}
-		s.space()
-		if !s.eat(':') {
-			return p, nil
-		}
-		s.space()
-		if !s.value(0) {
-			if json.Valid(p) { // nested past what the scanner walks
-				return exactByMap(p, names)
-			}
-			return p, nil
-		}
-		if names.exact[string(name)] {
-			keep = append(keep, [2]int{start, s.i})
+	switch walkMembers(p, func(name, value []byte) {
+		if n, ok := memberName(name); ok && names.exact[n] {
+			keep = append(keep, [2][]byte{name, value})
 		} else {
 			dropped = true
 		}
-		s.space()
-		if s.eat('}') {
-			break
-		}
-		if !s.eat(',') {
-			return p, nil
-		}
+	}) {
+	case walkDeep:
+		return exactByMap(p, names)
+	case walkBad:
+		return p, nil
 	}
-	if !dropped || !s.end() {
+	if !dropped {
 		return p, nil
 	}
 	out := make([]byte, 0, len(p))
@@ -146,54 +111,26 @@ func keepExact(p []byte, names *fieldNames) ([]byte, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, p[m[0]:m[1]]...)
+		out = append(append(append(out, m[0]...), ':'), m[1]...)
 	}
 	return append(out, '}'), nil
 }
 
 // StringMember returns the string value of p's top-level member name
 // (matched exactly; the last one, as a decoder takes it), or "" when
-// there is none, it is not a string, or p is not an object. It walks the
-// members without decoding their values: a cheap look at one param of a
-// request that may carry megabytes of others.
+// there is none, it is not a string, or p is not an object (or one
+// nested past 1000 levels). It walks the members without decoding their
+// values: a cheap look at one param of a request that may carry
+// megabytes of others.
 func StringMember(p []byte, name string) string {
-	s := jsonScan{p: p}
-	s.space()
-	if !s.eat('{') {
-		return ""
-	}
 	var found []byte
-	s.space()
-	if s.eat('}') {
-		return ""
-	}
-	for range len(p) { // bounded: each member consumes bytes
-		s.space()
-		start := s.i
-		if !s.str() {
-			return ""
-		}
-		key := p[start:s.i]
-		s.space()
-		if !s.eat(':') {
-			return ""
-		}
-		s.space()
-		vstart := s.i
-		if !s.value(0) {
-			return ""
-		}
+	if walkMembers(p, func(n, value []byte) {
 		// A later null leaves a decoded string as it was: so here.
-		if memberNamed(key, name) && !bytes.Equal(p[vstart:s.i], []byte("null")) {
-			found = p[vstart:s.i]
+		if k, ok := memberName(n); ok && k == name && string(value) != "null" {
+			found = value
 		}
-		s.space()
-		if s.eat('}') {
-			break
-		}
-		if !s.eat(',') {
-			return ""
-		}
+	}) != walkOK {
+		return ""
 	}
 	var v string
 	if len(found) == 0 || found[0] != '"' || json.Unmarshal(found, &v) != nil {
@@ -202,13 +139,66 @@ func StringMember(p []byte, name string) string {
 	return v
 }
 
-// memberNamed reports whether the raw JSON string key is name.
-func memberNamed(key []byte, name string) bool {
-	if bytes.IndexByte(key, '\\') < 0 {
-		return string(key[1:len(key)-1]) == name
+// walkResult says how walkMembers ended.
+type walkResult int
+
+const (
+	walkOK   walkResult = iota
+	walkBad             // not an object, or not well-formed JSON
+	walkDeep            // well-formed, but nested past maxScanDepth
+)
+
+// walkMembers calls fn with each top-level member of the JSON object p,
+// its raw name (quoted) and raw value, in order, without decoding them.
+func walkMembers(p []byte, fn func(name, value []byte)) walkResult {
+	s := jsonScan{p: p}
+	s.space()
+	if !s.eat('{') {
+		return walkBad
+	}
+	s.space()
+	closed := s.eat('}')
+	for range len(p) { // bounded: each member consumes bytes
+		if closed {
+			if !s.end() {
+				return walkBad
+			}
+			return walkOK
+		}
+		s.space()
+		start := s.i
+		if !s.str() {
+			return walkBad
+		}
+		name := p[start:s.i]
+		s.space()
+		if !s.eat(':') {
+			return walkBad
+		}
+		s.space()
+		vstart := s.i
+		if !s.value(0) {
+			if json.Valid(p) {
+				return walkDeep
+			}
+			return walkBad
+		}
+		fn(name, p[vstart:s.i])
+		s.space()
+		if closed = s.eat('}'); !closed && !s.eat(',') {
+			return walkBad
+		}
+	}
+	return walkBad
+}
+
+// memberName is a raw (quoted) member name, unquoted.
+func memberName(raw []byte) (string, bool) {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
 	}
 	var un string
-	return json.Unmarshal(key, &un) == nil && un == name
+	return un, json.Unmarshal(raw, &un) == nil
 }
 
 // exactByMap is keepExact for what the scanner does not walk (nesting
