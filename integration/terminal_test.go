@@ -17,14 +17,18 @@ import (
 func readUntil(t testing.TB, r io.Reader, want string, d time.Duration) string {
 	t.Helper()
 	got := make(chan string, 1)
+	var mu sync.Mutex
+	var buf bytes.Buffer // what was read so far, for the failure message
 	go func() {
-		var buf bytes.Buffer
 		p := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(p)
+			mu.Lock()
 			buf.Write(p[:n])
-			if strings.Contains(buf.String(), want) || err != nil {
-				got <- buf.String()
+			s := buf.String()
+			mu.Unlock()
+			if strings.Contains(s, want) || err != nil {
+				got <- s
 				return
 			}
 		}
@@ -36,7 +40,9 @@ func readUntil(t testing.TB, r io.Reader, want string, d time.Duration) string {
 		}
 		return s
 	case <-time.After(d):
-		t.Fatalf("no %q within %v", want, d)
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("no %q within %v; read so far: %q", want, d, tail(buf.String()))
 		return ""
 	}
 }
