@@ -63,6 +63,11 @@ func queueRequest(id int, params string) []byte {
 	return []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"queue","params":%s}`, id, params))
 }
 
+// cancelRequest is rpc.cancel, as request id, of the request of id of.
+func cancelRequest(id, of int) []byte {
+	return []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"rpc.cancel","params":{"id":%d}}`, id, of))
+}
+
 // Requests of an ordered method, sent back to back, take their places in
 // the order they came, per key; without Order they did not (the premise,
 // checked too, so the test shows what Order changes).
@@ -116,7 +121,7 @@ func TestOrderedRequestWaitsOnlyForItsKey(t *testing.T) {
 	if !json.Valid(p) || !slices.Equal(places()["b"], []int{3}) || len(places()["a"]) != 0 {
 		t.Fatalf("first answer %s, places %v: want only b's, a's second waiting", p, places())
 	}
-	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":99,"method":"rpc.cancel","params":{"id":1}}`))
+	rc.send(typeRPC, 0, cancelRequest(99, 1))
 	for range 3 { // the cancel's answer, the first's, the second's
 		rc.recvType(typeRPC)
 	}
@@ -135,7 +140,7 @@ func TestCancelledOrderedRequestKeepsTheLine(t *testing.T) {
 	rc.send(typeRPC, 0, queueRequest(1, `{"key":"a","block":true}`))
 	rc.send(typeRPC, 0, queueRequest(2, `{"key":"a","n":2}`))
 	rc.send(typeRPC, 0, queueRequest(3, `{"key":"a","n":3}`))
-	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":98,"method":"rpc.cancel","params":{"id":2}}`))
+	rc.send(typeRPC, 0, cancelRequest(98, 2))
 	for range 2 { // the cancel's answer and request 2's
 		_, p := rc.recvType(typeRPC)
 		var m struct {
@@ -154,7 +159,7 @@ func TestCancelledOrderedRequestKeepsTheLine(t *testing.T) {
 	if got := places()["a"]; len(got) != 0 {
 		t.Fatalf("places of a %v while its first request waits: want none", got)
 	}
-	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":99,"method":"rpc.cancel","params":{"id":1}}`))
+	rc.send(typeRPC, 0, cancelRequest(99, 1))
 	for range 3 { // the cancel's answer, request 1's, request 3's
 		rc.recvType(typeRPC)
 	}
@@ -209,7 +214,7 @@ func TestCancelledInLineLeavesNothingBehind(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for range 200 {
 		rc.send(typeRPC, 0, queueRequest(10, `{"key":"a","n":10}`))
-		rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":11,"method":"rpc.cancel","params":{"id":10}}`))
+		rc.send(typeRPC, 0, cancelRequest(11, 10))
 		for range 2 {
 			rc.recvType(typeRPC)
 		}
@@ -217,7 +222,7 @@ func TestCancelledInLineLeavesNothingBehind(t *testing.T) {
 	if after := runtime.NumGoroutine(); after > before+20 {
 		t.Fatalf("goroutines %d after 200 requests cancelled in line, %d before", after, before)
 	}
-	rc.send(typeRPC, 0, []byte(`{"jsonrpc":"2.0","id":12,"method":"rpc.cancel","params":{"id":1}}`))
+	rc.send(typeRPC, 0, cancelRequest(12, 1))
 	for range 2 {
 		rc.recvType(typeRPC)
 	}

@@ -41,9 +41,7 @@ func (c *Conn) awaitTurn(ctx context.Context, pr *pendingReq) bool {
 		<-pr.turn
 		return true
 	}
-	c.mu.Lock()
-	c.leaveLineLocked(pr)
-	c.mu.Unlock()
+	pr.leaveLine()
 	return false
 }
 
@@ -54,11 +52,12 @@ func (c *Conn) awaitTurn(ctx context.Context, pr *pendingReq) bool {
 // handler it does nothing.
 func Placed(ctx context.Context) {
 	if pr, _ := ctx.Value(reqKey{}).(*pendingReq); pr != nil {
-		pr.markPlaced()
+		pr.leaveLine()
 	}
 }
 
-func (pr *pendingReq) markPlaced() {
+// leaveLine is leaveLineLocked for an ordered request; others have no line.
+func (pr *pendingReq) leaveLine() {
 	if pr.orderKey == "" {
 		return
 	}
@@ -196,7 +195,7 @@ func (c *Conn) runRequest(ctx context.Context, fn Handler, m rpcMsg, pr *pending
 	var err error
 	if c.awaitTurn(ctx, pr) {
 		res, err = c.callHandler(ctx, fn, m.Params)
-		pr.markPlaced()
+		pr.leaveLine()
 	} else {
 		err = ctx.Err() // cancelled in line: never run
 	}
