@@ -171,17 +171,27 @@ func TestSIGTERMFailsReadsWithGoAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 2)
+	reading := make(chan struct{}, 2)
 	read := func(r io.Reader) {
 		buf := make([]byte, 4096)
-		for {
+		for first := true; ; first = false {
 			if _, err := r.Read(buf); err != nil {
 				errs <- err
 				return
+			}
+			if first {
+				reading <- struct{}{}
 			}
 		}
 	}
 	go read(p.Stdout())
 	go read(term)
+	// Both reads have their channels (each read bytes): a read that had
+	// not opened one yet when the daemon went waits for a reconnect
+	// instead (for Options.Unreachable), and the test failed under load.
+	for range 2 {
+		recvOrTimeout(t, reading, 10*time.Second)
+	}
 	if _, err := d.Terminate(exitLimit()); err != nil {
 		t.Fatalf("%v\n%s", err, d.Logs())
 	}
