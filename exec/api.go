@@ -64,6 +64,7 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 	var (
 		spec  childSpec
 		files []string
+		q     *queuedExec // a session's start, while it waits for the turn
 	)
 	if req.SessionID == "" {
 		env, err := e.buildEnv(e.cfg.BaseEnv, req.Env)
@@ -83,14 +84,24 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 		if err != nil {
 			return ProcessInfo{}, err
 		}
-		spec, files, err = e.fromSnapshot(ctx, s, req)
+		// Queued under its id while it waits for the session's turn: a
+		// kill drops it, and the same id sent again meanwhile (a client
+		// that lost the answer, found nothing under the id and sent the
+		// start again) is refused, not run a second time after it.
+		qctx, queued, release, err := e.enqueue(ctx, id, true)
 		if err != nil {
 			return ProcessInfo{}, err
+		}
+		defer release()
+		q = queued
+		spec, files, err = e.fromSnapshot(qctx, s, req)
+		if err != nil {
+			return ProcessInfo{}, killedQueued(qctx, err)
 		}
 	}
 	p := e.newProcess(id, req.Command, req.SessionID, false, limit)
 	p.extraFiles = files
-	if err := e.register(p); err != nil {
+	if err := e.registerQueued(p, q); err != nil {
 		removeFiles(files)
 		return ProcessInfo{}, err
 	}

@@ -77,19 +77,28 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	return b.String(), nil
 }
 
-// errKilledQueued ends a session exec that KillProcess dropped while it
-// waited for its turn.
+// errKilledQueued ends a session exec, or a session process.start, that
+// KillProcess dropped while it waited for its turn.
 var errKilledQueued = fmt.Errorf("%w: killed while waiting for the session's turn", context.Canceled)
 
-// awaitTurn takes s's turn for exec id, and while it waits, lets
-// KillProcess drop it: a client that gave up on the exec (its socket
-// dropped, so rpc.cancel went nowhere) can still stop it by id before it
-// runs. With the turn, the entry stays until registerQueued ends it;
-// release ends it on the paths that never register.
-func (e *Engine) awaitTurn(ctx context.Context, s *session, id string) (q *queuedExec, release func(), err error) {
+// enqueue enters a request that waits for a session's turn under id
+// (Engine.queued), so that KillProcess can drop it before it runs: a
+// client that gave up on it (its socket dropped, so rpc.cancel went
+// nowhere) can still stop it by id. The wait must use qctx. With
+// exclusive, an id that something already waits under is refused: a
+// process.start sent again after a drop must not queue a second run
+// behind the first (see StartProcess). The entry stays until
+// registerQueued ends it; release ends it on the paths that never
+// register, and must be called either way.
+func (e *Engine) enqueue(ctx context.Context, id string, exclusive bool) (qctx context.Context, q *queuedExec, release func(), err error) {
 	qctx, cancel := context.WithCancelCause(ctx)
 	q = &queuedExec{cancel: cancel}
 	e.mu.Lock()
+	if exclusive && len(e.queued[id]) > 0 {
+		e.mu.Unlock()
+		cancel(nil)
+		return nil, nil, nil, fmt.Errorf("%w: %q is waiting for a session's turn", ErrAlreadyExists, id)
+	}
 	if e.queued == nil {
 		e.queued = make(map[string][]*queuedExec)
 	}
@@ -101,12 +110,25 @@ func (e *Engine) awaitTurn(ctx context.Context, s *session, id string) (q *queue
 		e.mu.Unlock()
 		cancel(nil)
 	}
+	return qctx, q, release, nil
+}
+
+// killedQueued returns errKilledQueued in place of err when KillProcess
+// dropped the request that waited with qctx.
+func killedQueued(qctx context.Context, err error) error {
+	if context.Cause(qctx) == errKilledQueued {
+		return errKilledQueued
+	}
+	return err
+}
+
+// awaitTurn takes s's turn for exec id, as an entry of Engine.queued
+// (see enqueue) while it waits.
+func (e *Engine) awaitTurn(ctx context.Context, s *session, id string) (q *queuedExec, release func(), err error) {
+	qctx, q, release, _ := e.enqueue(ctx, id, false)
 	if err := s.turn.lock(qctx); err != nil {
 		release()
-		if context.Cause(qctx) == errKilledQueued {
-			return nil, nil, errKilledQueued
-		}
-		return nil, nil, err
+		return nil, nil, killedQueued(qctx, err)
 	}
 	return q, release, nil
 }

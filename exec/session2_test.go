@@ -328,21 +328,7 @@ func TestKillDropsAQueuedSessionExec(t *testing.T) {
 		_, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{SessionID: sid, Command: "sleep 1"})
 		busy <- err
 	}()
-	waitQueued := func(id string, n int) {
-		t.Helper()
-		for i := 0; ; i++ {
-			e.mu.Lock()
-			got := len(e.queued[id])
-			e.mu.Unlock()
-			if got >= n {
-				return
-			}
-			if i > 2000 {
-				t.Fatalf("%d execs of id %q never queued", n, id)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	waitQueued := func(id string, n int) { waitQueuedID(t, e, id, n) }
 	queue := func(id, file string) chan error {
 		done := make(chan error, 1)
 		go func() {
@@ -391,6 +377,94 @@ func TestKillDropsAQueuedSessionExec(t *testing.T) {
 		if _, err := os.Stat(dir + "/" + f); !os.IsNotExist(err) {
 			t.Fatalf("a dropped exec ran (%s): %v", f, err)
 		}
+	}
+}
+
+// waitQueuedID waits until n requests wait for a session's turn under id.
+func waitQueuedID(t *testing.T, e *Engine, id string, n int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		e.mu.Lock()
+		got := len(e.queued[id])
+		e.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if i > 2000 {
+			t.Fatalf("%d requests of id %q never queued", n, id)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestQueuedSessionStartRunsOnce: a process.start from a busy session
+// waits for the turn under its id. The same id sent again meanwhile (a
+// client that lost the first answer with its socket and found nothing
+// under the id) is refused, so the command runs once; a kill by the id
+// drops the waiting start, which then never runs.
+func TestQueuedSessionStartRunsOnce(t *testing.T) {
+	e := newTestEngine(t)
+	sid := newSession(t, e, SessionOptions{})
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	busy := make(chan error, 1)
+	go func() {
+		// Holds the turn until the gate file exists (at most ~10 s).
+		_, err := e.Exec(ctxT(t, 20*time.Second), ExecRequest{SessionID: sid,
+			Command: "for i in $(seq 1000); do [[ -e " + gate + " ]] && break; sleep 0.01; done"})
+		busy <- err
+	}()
+	for range 500 {
+		if s, _ := e.session(sid); s != nil && s.info().Busy {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	start := func(id string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.StartProcess(ctxT(t, 20*time.Second), ProcessRequest{ID: id, SessionID: sid,
+				Command: "echo ran >> " + dir + "/" + id})
+			done <- err
+		}()
+		return done
+	}
+	first := start("once")
+	waitQueuedID(t, e, "once", 1)
+	if _, err := e.StartProcess(ctxT(t, 10*time.Second), ProcessRequest{ID: "once", SessionID: sid, Command: "echo again >> " + dir + "/once"}); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("the same id again while the first waits: %v, want ErrAlreadyExists", err)
+	}
+	dropped := start("dropped")
+	waitQueuedID(t, e, "dropped", 1)
+	if err := e.KillProcess("dropped", unix.SIGTERM, 0); err != nil {
+		t.Fatalf("kill of a waiting start: %v", err)
+	}
+	if err := <-dropped; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the killed start: %v, want it cancelled", err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the first start: %v", err)
+	}
+	if info := waitProc(t, e, "once"); info.ExitCode == nil || *info.ExitCode != 0 {
+		t.Fatalf("the first start: %+v", info)
+	}
+	if b, err := os.ReadFile(dir + "/once"); err != nil || string(b) != "ran\n" {
+		t.Fatalf("runs of the start: %q %v, want one", b, err)
+	}
+	if _, err := os.Stat(dir + "/dropped"); !os.IsNotExist(err) {
+		t.Fatalf("the killed start ran: %v", err)
+	}
+	e.mu.Lock()
+	left := len(e.queued)
+	e.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d ids still queued", left)
 	}
 }
 

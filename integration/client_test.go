@@ -46,6 +46,12 @@ type cutProxy struct {
 	wg       sync.WaitGroup
 	muted    atomic.Bool // the daemon's bytes are dropped, not forwarded
 	refusing atomic.Bool // new connections are closed at once
+	// halfOpen: drop closes the client's side only, and the daemon's
+	// side stays open and silent (a proxy or NAT that lost the path),
+	// so the daemon does not notice the drop until its pings go unanswered.
+	halfOpen atomic.Bool
+	up       atomic.Int64 // bytes forwarded from clients to the daemon
+	accepted atomic.Int64 // connections accepted
 	target   atomic.Pointer[string]
 }
 
@@ -74,10 +80,17 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 				continue
 			}
 			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
+			p.conns = append(p.conns, c, s) // the client's side at even indexes
 			p.mu.Unlock()
+			p.accepted.Add(1)
 			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); _ = s.Close() }()
+			go func() {
+				defer p.wg.Done()
+				_, _ = io.Copy(countingWriter{s, &p.up}, c)
+				if !p.halfOpen.Load() {
+					_ = s.Close()
+				}
+			}()
 			go func() {
 				defer p.wg.Done()
 				buf := make([]byte, 32<<10)
@@ -103,13 +116,31 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 func (p *cutProxy) URL() string { return "http://" + p.ln.Addr().String() }
 
 // drop closes every connection but keeps listening: clients reconnect.
+// With halfOpen, the daemon's sides stay open (closed by cut).
 func (p *cutProxy) drop() {
 	p.mu.Lock()
-	for _, c := range p.conns {
+	var kept []net.Conn
+	for i, c := range p.conns {
+		if i%2 == 1 && p.halfOpen.Load() {
+			kept = append(kept, c)
+			continue
+		}
 		_ = c.Close()
 	}
-	p.conns = nil
+	p.conns = kept
 	p.mu.Unlock()
+}
+
+// countingWriter counts the bytes written through it in n.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	k, err := c.w.Write(b)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 func (p *cutProxy) cut() {
@@ -458,6 +489,109 @@ func TestClientStartProcessAcrossARestartIsNotSentAgain(t *testing.T) {
 	}
 	if l, _ := b.dial(t, client.Options{}).ListProcesses(ctx, ""); len(l) != 0 {
 		t.Fatalf("the new daemon runs %d processes, want none", len(l))
+	}
+}
+
+// A process.start from a busy session waits on the daemon for the turn.
+// If the client's socket drops while the daemon's side stays open (so
+// the daemon keeps the request), the client finds nothing under the id
+// and sends the start again: the daemon refuses that id while the first
+// waits, the client waits for the first to appear, and the command runs
+// once.
+func TestClientSessionStartSentAgainOverAHalfOpenSocketRunsOnce(t *testing.T) {
+	d, proxy, c := behindProxy(t)
+	ctx := ctxT(t, 30*time.Second)
+	direct := d.dial(t, client.Options{})
+	s, err := direct.CreateSession(ctx, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gate, runs := filepath.Join(dir, "gate"), filepath.Join(dir, "runs")
+	busy := make(chan error, 1)
+	go func() {
+		// Holds the session's turn until the gate file exists (~10 s at most).
+		_, err := s.Exec(ctx, "for i in $(seq 1000); do [[ -e "+gate+" ]] && break; sleep 0.01; done", client.ExecOptions{})
+		busy <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if l, _ := direct.ListSessions(ctx); len(l) == 1 && l[0].Busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session never got busy")
+		}
+	}
+	type result struct {
+		p   *client.Process
+		err error
+	}
+	done := make(chan result, 1)
+	sent := proxy.up.Load()
+	go func() {
+		p, err := c.StartProcess(ctx, "echo run >> "+runs, client.ProcessOptions{SessionID: s.ID()})
+		done <- result{p, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); proxy.up.Load() == sent; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the start never reached the daemon")
+		}
+	}
+	// Behind the start in the session's queue, a command that lets the
+	// start's run end before a second send's turn would come.
+	time.Sleep(50 * time.Millisecond) // let the start take its place first
+	spacer := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, "sleep 0.3", client.ExecOptions{})
+		spacer <- err
+	}()
+	proxy.halfOpen.Store(true)
+	conns := proxy.accepted.Load()
+	proxy.drop()
+	for deadline := time.Now().Add(10 * time.Second); proxy.accepted.Load() == conns; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client never came back")
+		}
+	}
+	// Time to look the id up and send the start again, while the first
+	// still waits (without the daemon's refusal, the second send queued
+	// behind the first, and both ran).
+	time.Sleep(300 * time.Millisecond)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []chan error{busy, spacer} {
+		if err := recvOrTimeout(t, ch, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := recvOrTimeout(t, done, 20*time.Second)
+	if res.err != nil {
+		t.Fatalf("StartProcess across the half-open drop: %v", res.err)
+	}
+	if _, err := res.p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A second start, had it been queued, took its turn before this
+	// exec: once this returns, it is listed (and it ends at once).
+	if _, err := s.Exec(ctx, "sleep 0.2", client.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := direct.ListProcesses(ctx, s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range l {
+		p, err := direct.Process(ctx, info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := os.ReadFile(runs); string(b) != "run\n" {
+		t.Fatalf("the command ran %d times, want once", strings.Count(string(b), "run"))
 	}
 }
 
