@@ -48,8 +48,14 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	if cwd != "" {
 		// Where to come back to, read before the env overrides, which may
 		// set PWD (a client forwarding its whole environment), and without
-		// PWD from pwd itself.
-		b.WriteString("__muxd_od=${OLDPWD-} __muxd_os=${OLDPWD+1} __muxd_wd=${PWD:-$(\\builtin pwd)}\n")
+		// PWD from pwd itself. No $( in the text: bash 5.2 parses a
+		// command substitution with a parser of its own, and an INT trap
+		// that runs during that parse (an interrupt landing there) fails
+		// with a syntax error, and so does the line: the interrupt was
+		// lost and the override not recorded, so it stayed. The eval'd
+		// text is parsed only when PWD is empty.
+		b.WriteString("__muxd_od=${OLDPWD-} __muxd_os=${OLDPWD+1} __muxd_wd=${PWD-}\n" +
+			"[[ -n $__muxd_wd ]]||\\builtin eval '__muxd_wd=$(\\builtin pwd)'\n")
 	}
 	for _, k := range names {
 		// The old value, whether it was set, its attributes (x: exported).

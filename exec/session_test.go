@@ -945,6 +945,27 @@ func TestSessionOverridesSurviveInterrupts(t *testing.T) {
 	}
 }
 
+// The override script has no command substitution that bash parses with
+// the command (one is eval'd, only when PWD is empty): an interrupt
+// landing in such a parse made the INT trap fail, and the line with it,
+// so the interrupt was lost and the cwd override stayed.
+func TestOverrideScriptParsesNoCommandSubstitution(t *testing.T) {
+	text, err := overrideScript("/d/u", "/tmp", map[string]*string{"FOO": strp("x"), "BAR": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop single-quoted text (not parsed with the command), then look.
+	var parsed strings.Builder
+	for i, part := range strings.Split(text, "'") {
+		if i%2 == 0 {
+			parsed.WriteString(part)
+		}
+	}
+	if p := strings.ReplaceAll(parsed.String(), "$((", ""); strings.Contains(p, "$(") || strings.Contains(p, "`") {
+		t.Fatalf("a command substitution in the override script:\n%s", text)
+	}
+}
+
 // Whatever the command does to what it overrides, and whatever the user
 // did to the shell before, the overrides are undone exactly.
 func TestSessionOverridesAreUndoneExactly(t *testing.T) {
