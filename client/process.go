@@ -318,8 +318,11 @@ func (p *Process) WaitForLogFrom(ctx context.Context, pattern string, opts LogOp
 	return m, err
 }
 
-// WaitForPort waits until a TCP connect to port on loopback succeeds; it
-// fails with timeout if the process ends first.
+// WaitForPort waits until a TCP connect to port on loopback succeeds and
+// the listener is the process's (a process of its tree holds it, where
+// the daemon can tell: another program's listener on the port does not
+// count, and the timeout's message names it); it fails with timeout if
+// the process ends first.
 func (p *Process) WaitForPort(ctx context.Context, port int) error {
 	return p.c.callIdempotent(ctx, "process.waitForPort", map[string]any{"id": p.id, "port": port}, nil)
 }

@@ -35,7 +35,10 @@ type process struct {
 	// ownTree: the tree is the record's own, so a kill after the process
 	// ended still ends what it left running (background jobs, daemons). A
 	// session command's shell is the session's.
-	ownTree     bool
+	ownTree bool
+	// members lists the live processes of the record's own tree (nil
+	// for a session command, whose shell is the session's).
+	members     func() []int
 	signal      func(sig syscall.Signal) error
 	pid         int
 	status      string

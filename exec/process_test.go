@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -402,6 +403,64 @@ func TestWaitForPort(t *testing.T) {
 	}
 	if err := e.WaitForPort(ctx, 0, ""); !errors.Is(err, ErrInvalid) {
 		t.Errorf("port 0: %v", err)
+	}
+}
+
+// freePort returns a port nothing listens on (a moment ago).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// With a process id, the port's listener must be the process's: another
+// program's (an old server still on the port, so that the new one fails
+// with EADDRINUSE) does not pass for it, and the error names it. What the
+// process's tree runs counts, also after a double fork; without an id any
+// listener does.
+func TestWaitForPortWithAnIDWantsTheProcesssListener(t *testing.T) {
+	e := newTestEngine(t)
+	held, err := net.Listen("tcp", "127.0.0.1:0") // another program's: this test's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	port := held.Addr().(*net.TCPAddr).Port
+	self := shQuote(os.Args[0])
+	// The new server finds the port taken and fails.
+	p := startProc(t, e, ProcessRequest{Command: fmt.Sprintf("%s=%d exec %s", listenHelperEnv, port, self)})
+	err = e.WaitForPort(ctxT(t, 10*time.Second), port, p.ID)
+	if !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), fmt.Sprintf("held by pid %d", os.Getpid())) {
+		t.Fatalf("a port another program holds, the process failed: %v, want ErrEnded naming pid %d", err, os.Getpid())
+	}
+	// One that runs on without listening: the wait ends with its time,
+	// saying who holds the port.
+	idle := startProc(t, e, ProcessRequest{Command: "sleep 30"})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := e.WaitForPort(ctx, port, idle.ID); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "held by") {
+		t.Fatalf("a port another program holds, the process runs: %v, want the deadline naming the holder", err)
+	}
+	_ = e.KillProcess(idle.ID, unix.SIGKILL, 0)
+	if err := e.WaitForPort(ctxT(t, 5*time.Second), port, ""); err != nil {
+		t.Fatalf("without an id, any listener: %v", err)
+	}
+	for _, tc := range []struct{ name, command string }{
+		{"its own", "%s=%d exec %s"},
+		{"a double fork's", "setsid -f env %s=%d %s; sleep 30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			p := startProc(t, e, ProcessRequest{Command: fmt.Sprintf(tc.command, listenHelperEnv, port, self)})
+			defer func() { _ = e.KillProcess(p.ID, unix.SIGKILL, 0) }()
+			if err := e.WaitForPort(ctxT(t, 10*time.Second), port, p.ID); err != nil {
+				t.Fatalf("the process's listener: %v", err)
+			}
+		})
 	}
 }
 

@@ -82,7 +82,7 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.mu.Lock()
 	p.pid = child.Pid
 	p.stdin = inW
-	p.killTree, p.ownTree = child.KillTree, true
+	p.killTree, p.ownTree, p.members = child.KillTree, true, child.Members
 	p.signal = child.SignalGroup
 	pk := p.pendingKill
 	sigs := p.pendingSignals

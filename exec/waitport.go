@@ -6,19 +6,25 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/muxd/muxd/internal/proc"
 )
 
 // WaitForPort returns once a TCP connect to 127.0.0.1 or ::1 on port
-// succeeds. With id, it fails with ErrEnded if that process ends first.
+// succeeds. With id, it fails with ErrEnded if that process ends first,
+// and the listener must be the process's (see process.listens): another
+// program's (an old dev server still on the port, which made the new one
+// fail with EADDRINUSE) is waited past, and named in the error.
 // ctx bounds the wait (ctx.Err()).
 func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("%w: port %d", ErrInvalid, port)
 	}
+	var p *process
 	var done <-chan struct{}
 	if id != "" {
-		p, err := e.lookup(id)
-		if err != nil {
+		var err error
+		if p, err = e.lookup(id); err != nil {
 			return err
 		}
 		done = p.done
@@ -28,9 +34,21 @@ func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 		net.JoinHostPort("::1", strconv.Itoa(port)),
 	}
 	var d net.Dialer
+	// open reports whether the port answers (with id, the process's
+	// listener); held names another program's listener.
+	open := func(ctx context.Context) (ok bool, held string) {
+		if !dialAny(ctx, &d, addrs) {
+			return false, ""
+		}
+		if p == nil {
+			return true, ""
+		}
+		return p.listens(port)
+	}
 	// One attempt whatever ctx says: a wait with no time left (timeoutMs
 	// 0) asks whether the port is open now.
-	if dialAny(context.WithoutCancel(ctx), &d, addrs) {
+	ok, held := open(context.WithoutCancel(ctx))
+	if ok {
 		return nil
 	}
 	t := time.NewTimer(portPollInterval)
@@ -38,19 +56,47 @@ func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if held != "" {
+				return fmt.Errorf("%w: %s", ctx.Err(), held)
+			}
 			return ctx.Err()
 		case <-done:
-			if dialAny(ctx, &d, addrs) {
+			if ok, held = open(ctx); ok {
 				return nil
+			}
+			if held != "" {
+				return fmt.Errorf("%w: process %q ended, and %s", ErrEnded, id, held)
 			}
 			return fmt.Errorf("%w: process %q ended before port %d opened", ErrEnded, id, port)
 		case <-t.C:
 		}
-		if dialAny(ctx, &d, addrs) {
+		if ok, held = open(ctx); ok {
 			return nil
 		}
 		t.Reset(portPollInterval)
 	}
+}
+
+// listens reports whether port's listener is the record's: one of its
+// tree's processes holds a listening socket on it. A port whose listener
+// this network namespace does not show (forwarded from elsewhere) counts
+// as its, as does a session command's (its shell is the session's, not
+// its own tree). held names another program's listener.
+func (p *process) listens(port int) (ok bool, held string) {
+	p.mu.Lock()
+	members, pid := p.members, p.pid
+	p.mu.Unlock()
+	if members == nil {
+		return pid != 0, "" // a session command's, or not started yet
+	}
+	inodes := proc.ListenInodes(port)
+	if len(inodes) == 0 || proc.HoldsSocket(members(), inodes) {
+		return true, ""
+	}
+	if hp, cmd := proc.SocketHolder(inodes); hp != 0 {
+		return false, fmt.Sprintf("port %d is held by pid %d (%.200q), which process %q did not start", port, hp, cmd, p.id)
+	}
+	return false, fmt.Sprintf("port %d is held by a process that process %q did not start", port, p.id)
 }
 
 func dialAny(ctx context.Context, d *net.Dialer, addrs []string) bool {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -424,6 +426,20 @@ func TestRequestLifecycleConforms(t *testing.T) {
 		wantErr(t, "waitForPort when the process ends first", err, mux.CodeTimeout)
 		_, err = call(t, conn, "process.waitForPort", obj{"port": 1, "timeoutMs": 50})
 		wantErr(t, "waitForPort past its timeout", err, mux.CodeTimeout)
+		// Another program's listener (this test's) is not the process's:
+		// the timeout says who holds the port.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		mustCall(t, conn, "process.start", obj{"command": "sleep 30", "id": "portless"})
+		defer mustCall(t, conn, "process.kill", obj{"id": "portless", "signal": "KILL"})
+		_, err = call(t, conn, "process.waitForPort", obj{"port": ln.Addr().(*net.TCPAddr).Port, "id": "portless", "timeoutMs": 300})
+		wantErr(t, "waitForPort on another program's port", err, mux.CodeTimeout)
+		if want := fmt.Sprintf("held by pid %d", os.Getpid()); !strings.Contains(err.Error(), want) {
+			t.Fatalf("waitForPort on another program's port: %v, want it to say %q", err, want)
+		}
 	})
 
 	// timeoutMs 0 answers at once, from what holds now: never a timeout

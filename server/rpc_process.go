@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -230,6 +231,11 @@ func withTimeout(ctx context.Context, ms *int64) (context.Context, context.Cance
 // waitError turns a wait's own deadline into timeout.
 func waitError(ctx context.Context, err error, what string) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// What the wait saw, if it says more (waitForPort: whose
+		// listener it found on the port).
+		if more, ok := strings.CutPrefix(err.Error(), context.DeadlineExceeded.Error()+": "); ok {
+			return mux.NewError(mux.CodeTimeout, "%s timed out: %s", what, more)
+		}
 		return mux.NewError(mux.CodeTimeout, "%s timed out", what)
 	}
 	return execError(err)
