@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -34,6 +35,7 @@ func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 		net.JoinHostPort("::1", strconv.Itoa(port)),
 	}
 	var d net.Dialer
+	var last listenCheck
 	// open reports whether the port answers (with id, the process's
 	// listener); held names another program's listener.
 	open := func(ctx context.Context) (ok bool, held string) {
@@ -43,7 +45,7 @@ func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 		if p == nil {
 			return true, ""
 		}
-		return p.listens(port)
+		return p.listens(port, &last)
 	}
 	// One attempt whatever ctx says: a wait with no time left (timeoutMs
 	// 0) asks whether the port is open now.
@@ -77,12 +79,21 @@ func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 	}
 }
 
+// listenCheck is the last answer of process.listens: while the port's
+// listeners stay the same sockets, it stands (a full look costs a scan of
+// /proc, and the wait polls every 20 ms).
+type listenCheck struct {
+	inodes []uint64
+	ok     bool
+	held   string
+}
+
 // listens reports whether port's listener is the record's: one of its
 // tree's processes holds a listening socket on it. A port whose listener
 // this network namespace does not show (forwarded from elsewhere) counts
 // as its, as does a session command's (its shell is the session's, not
 // its own tree). held names another program's listener.
-func (p *process) listens(port int) (ok bool, held string) {
+func (p *process) listens(port int, last *listenCheck) (ok bool, held string) {
 	p.mu.Lock()
 	members, pid := p.members, p.pid
 	p.mu.Unlock()
@@ -90,13 +101,21 @@ func (p *process) listens(port int) (ok bool, held string) {
 		return pid != 0, "" // a session command's, or not started yet
 	}
 	inodes := proc.ListenInodes(port)
-	if len(inodes) == 0 || proc.HoldsSocket(members(), inodes) {
+	if len(inodes) == 0 {
 		return true, ""
 	}
-	if hp, cmd := proc.SocketHolder(inodes); hp != 0 {
-		return false, fmt.Sprintf("port %d is held by pid %d (%.200q), which process %q did not start", port, hp, cmd, p.id)
+	if last.inodes != nil && slices.Equal(inodes, last.inodes) {
+		return last.ok, last.held
 	}
-	return false, fmt.Sprintf("port %d is held by a process that process %q did not start", port, p.id)
+	*last = listenCheck{inodes: inodes, ok: proc.HoldsSocket(members(), inodes)}
+	if !last.ok {
+		if hp, cmd := proc.SocketHolder(inodes); hp != 0 {
+			last.held = fmt.Sprintf("port %d is held by pid %d (%.200q), which process %q did not start", port, hp, cmd, p.id)
+		} else {
+			last.held = fmt.Sprintf("port %d is held by a process that process %q did not start", port, p.id)
+		}
+	}
+	return last.ok, last.held
 }
 
 func dialAny(ctx context.Context, d *net.Dialer, addrs []string) bool {
