@@ -8,6 +8,22 @@ import { el, fmtMs } from './ui.js';
 const MAX_SHOWN = 1024 * 1024; // characters kept in the box
 const OPEN_TRIES = 40; // the channel may be opened before exec registers the id
 
+/**
+ * waitWhileStreaming resolves once run's channel ended (run.eof), or once
+ * no byte came for idleMs, or after maxMs in all.
+ */
+async function waitWhileStreaming(run, idleMs, maxMs) {
+  let ended = false;
+  run.eof.then(() => (ended = true));
+  const t0 = performance.now();
+  while (!ended) {
+    const now = performance.now();
+    const last = Math.max(run.lastData ?? 0, t0);
+    if (now - last >= idleMs || now - t0 >= maxMs) return;
+    await Promise.race([run.eof, new Promise((r) => setTimeout(r, Math.min(250, idleMs - (now - last))))]);
+  }
+}
+
 /** ExecBox wires the exec form to the output area. */
 export class ExecBox {
   constructor({ client, form, out }) {
@@ -55,9 +71,10 @@ export class ExecBox {
       this.#done(run);
       return;
     }
-    // The channel ends with the process's last byte; wait for it briefly,
-    // else show what the result carries.
-    await Promise.race([run.eof, new Promise((r) => setTimeout(r, 2000))]);
+    // The channel ends with the process's last byte; wait for it while
+    // bytes keep coming (a long replay on a busy machine takes seconds),
+    // else, after 2 s without any, show what the result carries.
+    await waitWhileStreaming(run, 2000, 60000);
     // The channel had every byte (or all the box shows): the result's
     // copy, cut at 256 KiB per stream, is not needed.
     const whole = run.streamed && (run.eofSeen || run.shown >= MAX_SHOWN);
@@ -98,6 +115,7 @@ export class ExecBox {
         run.ch = await this.client.open('process', { id: run.id, follow: true }, {
           onData: (b, ch) => {
             run.streamed = true;
+            run.lastData = performance.now();
             const s = b[0] === 2 ? 2 : 1;
             const text = decoders[s].decode(b.subarray(1), { stream: true });
             const name = s === 2 ? 'stderr' : 'stdout';
