@@ -318,14 +318,26 @@ func (p *Process) WaitForLogFrom(ctx context.Context, pattern string, opts LogOp
 	return m, err
 }
 
-// WaitForPort waits until a TCP connect to port on loopback succeeds and
-// the listener is the process's (a process of its tree holds it, where
-// the daemon can tell: another program's listener on the port does not
-// count, and the timeout's message names it); it fails with timeout if
-// the process ends first.
+// WaitForPort waits until a TCP connect to port on loopback succeeds,
+// to a listener that a program running before the process started does
+// not hold (an old server still on the port does not count, and the
+// timeout's message names it; see docs/protocol.md); it fails with
+// timeout if the process ends first.
 func (p *Process) WaitForPort(ctx context.Context, port int) error {
-	return p.c.callIdempotent(ctx, "process.waitForPort", map[string]any{"id": p.id, "port": port}, nil)
+	params := map[string]any{"id": p.id, "port": port}
+	if dl, ok := ctx.Deadline(); ok {
+		// The daemon ends the wait a moment before ctx does, so that its
+		// answer, which says what it found on the port, comes back.
+		if ms := time.Until(dl).Milliseconds() - portAnswerMargin.Milliseconds(); ms >= 1 {
+			params["timeoutMs"] = ms
+		}
+	}
+	return p.c.callIdempotent(ctx, "process.waitForPort", params, nil)
 }
+
+// portAnswerMargin is how long before the caller's deadline the daemon
+// ends a WaitForPort.
+const portAnswerMargin = 100 * time.Millisecond
 
 // Read returns a slice of retained output (at most 512 KiB) starting at
 // offset from, and the retained range [first, end).

@@ -37,8 +37,10 @@ type process struct {
 	// session command's shell is the session's.
 	ownTree bool
 	// members lists the live processes of the record's own tree (nil
-	// for a session command, whose shell is the session's).
+	// for a session command, whose shell is the session's); launchTicks
+	// is when its child was started (proc.Ticks, a lower bound).
 	members     func() []int
+	launchTicks uint64
 	signal      func(sig syscall.Signal) error
 	pid         int
 	status      string

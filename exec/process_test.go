@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -449,6 +450,24 @@ func TestWaitForPortWithAnIDWantsTheProcesssListener(t *testing.T) {
 	if err := e.WaitForPort(ctxT(t, 5*time.Second), port, ""); err != nil {
 		t.Fatalf("without an id, any listener: %v", err)
 	}
+	// A listener started after the process, outside its tree (the way a
+	// daemon the command asked for runs one, such as docker-proxy): it
+	// may be the process's doing, and counts.
+	t.Run("started since, elsewhere", func(t *testing.T) {
+		port := freePort(t)
+		p := startProc(t, e, ProcessRequest{Command: "sleep 30"})
+		defer func() { _ = e.KillProcess(p.ID, unix.SIGKILL, 0) }()
+		time.Sleep(30 * time.Millisecond) // start times count in 10 ms ticks
+		helper := osexec.Command(os.Args[0])
+		helper.Env = append(os.Environ(), fmt.Sprintf("%s=%d", listenHelperEnv, port))
+		if err := helper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = helper.Process.Kill(); _ = helper.Wait() }()
+		if err := e.WaitForPort(ctxT(t, 10*time.Second), port, p.ID); err != nil {
+			t.Fatalf("a listener started since: %v", err)
+		}
+	})
 	for _, tc := range []struct{ name, command string }{
 		{"its own", "%s=%d exec %s"},
 		{"a double fork's", "setsid -f env %s=%d %s; sleep 30"},

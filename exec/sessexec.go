@@ -48,14 +48,14 @@ func overrideScript(userPath, cwd string, env map[string]*string) (string, error
 	if cwd != "" {
 		// Where to come back to, read before the env overrides, which may
 		// set PWD (a client forwarding its whole environment), and without
-		// PWD from pwd itself. No $( in the text: bash 5.2 parses a
+		// PWD from the directory itself (`cd .` sets PWD; OLDPWD is
+		// restored with the rest). No $( in the text: bash 5.2 parses a
 		// command substitution with a parser of its own, and an INT trap
 		// that runs during that parse (an interrupt landing there) fails
 		// with a syntax error, and so does the line: the interrupt was
-		// lost and the override not recorded, so it stayed. The eval'd
-		// text is parsed only when PWD is empty.
+		// lost and the way back not recorded, so the override stayed.
 		b.WriteString("__muxd_od=${OLDPWD-} __muxd_os=${OLDPWD+1} __muxd_wd=${PWD-}\n" +
-			"[[ -n $__muxd_wd ]]||\\builtin eval '__muxd_wd=$(\\builtin pwd)'\n")
+			"[[ -n $__muxd_wd ]]||{ \\builtin cd . && __muxd_wd=$PWD;}\n")
 	}
 	for _, k := range names {
 		// The old value, whether it was set, its attributes (x: exported).
@@ -100,7 +100,7 @@ func (e *Engine) enqueue(ctx context.Context, id string, exclusive bool) (qctx c
 	qctx, cancel := context.WithCancelCause(ctx)
 	q = &queuedExec{cancel: cancel}
 	e.mu.Lock()
-	if exclusive && len(e.queued[id]) > 0 {
+	if exclusive && e.waitingLocked(id) {
 		e.mu.Unlock()
 		cancel(nil)
 		return nil, nil, nil, fmt.Errorf("%w: %q is waiting for a session's turn", ErrAlreadyExists, id)
@@ -117,6 +117,17 @@ func (e *Engine) enqueue(ctx context.Context, id string, exclusive bool) (qctx c
 		cancel(nil)
 	}
 	return qctx, q, release, nil
+}
+
+// waitingLocked reports whether a request waits for a session's turn
+// under id, and no kill dropped it (one that did may not have woken yet).
+func (e *Engine) waitingLocked(id string) bool {
+	for _, q := range e.queued[id] {
+		if !q.killed {
+			return true
+		}
+	}
+	return false
 }
 
 // killedQueued returns errKilledQueued in place of err when KillProcess

@@ -434,14 +434,25 @@ func TestQueuedSessionStartRunsOnce(t *testing.T) {
 	if _, err := e.StartProcess(ctxT(t, 10*time.Second), ProcessRequest{ID: "once", SessionID: sid, Command: "echo again >> " + dir + "/once"}); !errors.Is(err, ErrAlreadyExists) {
 		t.Fatalf("the same id again while the first waits: %v, want ErrAlreadyExists", err)
 	}
+	// Nor does a start that would run at once, nor an exec.
+	if _, err := e.StartProcess(ctxT(t, 10*time.Second), ProcessRequest{ID: "once", Command: "echo stateless >> " + dir + "/once"}); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("a start without session under the waiting id: %v, want ErrAlreadyExists", err)
+	}
+	if _, err := e.Exec(ctxT(t, 10*time.Second), ExecRequest{ID: "once", Command: "echo exec >> " + dir + "/once"}); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("an exec under the waiting id: %v, want ErrAlreadyExists", err)
+	}
 	dropped := start("dropped")
 	waitQueuedID(t, e, "dropped", 1)
 	if err := e.KillProcess("dropped", unix.SIGTERM, 0); err != nil {
 		t.Fatalf("kill of a waiting start: %v", err)
 	}
+	// Started again at once: the dropped one no longer holds the id,
+	// even before its goroutine woke.
+	again := start("dropped")
 	if err := <-dropped; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the killed start: %v, want it cancelled", err)
 	}
+	waitQueuedID(t, e, "dropped", 1)
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -451,14 +462,20 @@ func TestQueuedSessionStartRunsOnce(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatalf("the first start: %v", err)
 	}
+	if err := <-again; err != nil {
+		t.Fatalf("the start sent again after the kill: %v", err)
+	}
+	if info := waitProc(t, e, "dropped"); info.ExitCode == nil || *info.ExitCode != 0 {
+		t.Fatalf("the start sent again after the kill: %+v", info)
+	}
 	if info := waitProc(t, e, "once"); info.ExitCode == nil || *info.ExitCode != 0 {
 		t.Fatalf("the first start: %+v", info)
 	}
 	if b, err := os.ReadFile(dir + "/once"); err != nil || string(b) != "ran\n" {
 		t.Fatalf("runs of the start: %q %v, want one", b, err)
 	}
-	if _, err := os.Stat(dir + "/dropped"); !os.IsNotExist(err) {
-		t.Fatalf("the killed start ran: %v", err)
+	if b, err := os.ReadFile(dir + "/dropped"); err != nil || string(b) != "ran\n" {
+		t.Fatalf("runs of the killed start and the one sent after it: %q %v, want one", b, err)
 	}
 	e.mu.Lock()
 	left := len(e.queued)

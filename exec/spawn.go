@@ -65,6 +65,7 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 		defer inR.Close() // the child has its copy
 		stdin = inR
 	}
+	launched := proc.Ticks() // before the child: its start is not earlier
 	child, err := proc.Start(proc.Spec{
 		Path: e.cfg.Shell, Args: spec.args, Dir: spec.dir, Env: spec.env,
 		Stdin: stdin, Stdout: outW, Stderr: errW,
@@ -82,7 +83,7 @@ func (e *Engine) launch(p *process, spec childSpec, timeout time.Duration, keepS
 	p.mu.Lock()
 	p.pid = child.Pid
 	p.stdin = inW
-	p.killTree, p.ownTree, p.members = child.KillTree, true, child.Members
+	p.killTree, p.ownTree, p.members, p.launchTicks = child.KillTree, true, child.Members, launched
 	p.signal = child.SignalGroup
 	pk := p.pendingKill
 	sigs := p.pendingSignals

@@ -13,9 +13,9 @@ import (
 
 // WaitForPort returns once a TCP connect to 127.0.0.1 or ::1 on port
 // succeeds. With id, it fails with ErrEnded if that process ends first,
-// and the listener must be the process's (see process.listens): another
-// program's (an old dev server still on the port, which made the new one
-// fail with EADDRINUSE) is waited past, and named in the error.
+// and the listener must not be an older program's (see process.listens):
+// an old dev server still on the port, which made the new one fail with
+// EADDRINUSE, is waited past, and named in the error.
 // ctx bounds the wait (ctx.Err()).
 func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 	if port < 1 || port > 65535 {
@@ -80,22 +80,26 @@ func (e *Engine) WaitForPort(ctx context.Context, port int, id string) error {
 }
 
 // listenCheck is the last answer of process.listens: while the port's
-// listeners stay the same sockets, it stands (a full look costs a scan of
-// /proc, and the wait polls every 20 ms).
+// listeners stay the same sockets, it stands (a full look scans /proc).
 type listenCheck struct {
 	inodes []uint64
 	ok     bool
 	held   string
 }
 
-// listens reports whether port's listener is the record's: one of its
-// tree's processes holds a listening socket on it. A port whose listener
-// this network namespace does not show (forwarded from elsewhere) counts
-// as its, as does a session command's (its shell is the session's, not
-// its own tree). held names another program's listener.
+// listens reports whether port's listener may be the record's. It is not
+// when every process holding the port's listening sockets (that muxd may
+// look into) started before the record's child: another program, such
+// as an old dev server still on the port, which made the new one fail
+// with EADDRINUSE. Otherwise it may be: a process of the record's tree
+// holds it, or one started since (a daemon's helper the command asked
+// for, such as docker-proxy), or no one muxd can see (a process it may
+// not look into, a port forwarded from another network namespace). A
+// session command's port counts (its shell is the session's). held names
+// the older program.
 func (p *process) listens(port int, last *listenCheck) (ok bool, held string) {
 	p.mu.Lock()
-	members, pid := p.members, p.pid
+	members, pid, since := p.members, p.pid, p.launchTicks
 	p.mu.Unlock()
 	if members == nil {
 		return pid != 0, "" // a session command's, or not started yet
@@ -107,13 +111,14 @@ func (p *process) listens(port int, last *listenCheck) (ok bool, held string) {
 	if last.inodes != nil && slices.Equal(inodes, last.inodes) {
 		return last.ok, last.held
 	}
-	*last = listenCheck{inodes: inodes, ok: proc.HoldsSocket(members(), inodes)}
-	if !last.ok {
-		if hp, cmd := proc.SocketHolder(inodes); hp != 0 {
-			last.held = fmt.Sprintf("port %d is held by pid %d (%.200q), which process %q did not start", port, hp, cmd, p.id)
-		} else {
-			last.held = fmt.Sprintf("port %d is held by a process that process %q did not start", port, p.id)
-		}
+	*last = listenCheck{inodes: inodes, ok: true}
+	if proc.HoldsSocket(members(), inodes) {
+		return true, ""
+	}
+	// A tick of slack: start times are floored to 10 ms.
+	if h, found := proc.SocketHolder(inodes); found && since > 0 && h.Start+1 < since {
+		last.ok = false
+		last.held = fmt.Sprintf("port %d is held by pid %d (%.200q), which was running before process %q started", port, h.Pid, h.Cmd, p.id)
 	}
 	return last.ok, last.held
 }

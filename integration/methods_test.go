@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +196,24 @@ func TestEveryMethodThroughTheDaemon(t *testing.T) {
 	if fin, err := srv.Wait(ctx); err != nil || fin.Status != "killed" {
 		t.Fatalf("after process.kill: %+v %v", fin, err)
 	}
+	// An older program on the port (this test) is not the process's
+	// listener: the wait ends before ctx does, naming it.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel = context.WithTimeout(ctx, time.Second)
+	err = idle.WaitForPort(wctx, held.Addr().(*net.TCPAddr).Port)
+	cancel()
+	_ = held.Close()
+	if want := fmt.Sprintf("held by pid %d", os.Getpid()); !client.IsCode(err, mux.CodeTimeout) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("process.waitForPort on an older program's port: %v, want a timeout saying %q", err, want)
+	}
+	_ = idle.Kill(ctx, "KILL", 0)
 	if err := cat.Remove(ctx); err != nil {
 		t.Fatalf("process.remove: %v", err)
 	}
