@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -213,9 +214,12 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	p := e.newProcess(id, req.Command, s.id, true, e.cfg.DefaultOutputLimit)
 	p.pid = s.child.Pid
+	var gen atomic.Uint64 // the command's, once it started
 	p.signal = func(sig syscall.Signal) error {
-		if sig == unix.SIGINT { // Ctrl-C, as session.interrupt
-			s.interrupt()
+		if sig == unix.SIGINT { // Ctrl-C, as session.interrupt, to this command only
+			if g := gen.Load(); g != 0 {
+				s.interruptCommand(g)
+			}
 			return nil
 		}
 		return s.child.SignalGroup(sig)
@@ -232,7 +236,7 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 		return ExecResult{}, err
 	}
 	defer e.releaseResult(p, req.Detached)
-	s.startCommand(req.Command)
+	gen.Store(s.startCommand(req.Command))
 	line := wrapperLine(req.Stdin != nil, overrides)
 	o, rtErr := s.roundTrip(ctx, text, line, timeout, p.logs)
 	s.setBusy(false)

@@ -687,9 +687,31 @@ func (s *session) kill(reason string) {
 // sigMu keeps setBusy out until both signals went, so a late interrupt
 // never reaches the next command's children. A follow-up mends a race of
 // bash's (see recheckInterrupt).
-func (s *session) interrupt() {
+func (s *session) interrupt() { s.interruptIf(false, 0) }
+
+// interruptCommand is a user's Ctrl-C (session.interrupt, or SIGINT to
+// a session exec): it reaches only a command that runs, gen's if gen is
+// not 0, never the idle shell. The shell may be idle because it runs
+// muxd's own round trip (a process.start's snapshot, a terminal's
+// state), and a SIGINT there returned from the sourced script halfway: a
+// process started from a cut snapshot, without the session's functions,
+// aliases and options. The check and the signal hold sigMu, which the
+// command's end takes before the next round trip may begin.
+func (s *session) interruptCommand(gen uint64) { s.interruptIf(true, gen) }
+
+// interruptIf sends the interrupt, with onlyCommand only to a running
+// command (gen's, if not 0).
+func (s *session) interruptIf(onlyCommand bool, want uint64) {
 	s.sigMu.Lock()
 	defer s.sigMu.Unlock()
+	if onlyCommand {
+		s.mu.Lock()
+		running := s.busy && (want == 0 || s.gen == want)
+		s.mu.Unlock()
+		if !running {
+			return
+		}
+	}
 	busy, jobControl, since, gen := s.flagLocked()
 	if jobControl {
 		// The shell alone: a job it just forked may still be in its
@@ -898,7 +920,7 @@ func (s *session) info() SessionInfo {
 var setsMonitor = regexp.MustCompile(`\bset\b[^;&|\n]*(\s-[A-Za-z]*m|-o\s+monitor)`)
 
 // startCommand marks the session busy with command.
-func (s *session) startCommand(command string) {
+func (s *session) startCommand(command string) (gen uint64) {
 	// The regexps run only when they may match.
 	monitor := strings.Contains(command, "set") && setsMonitor.MatchString(command)
 	// A command that may set its own INT trap: what that trap starts
@@ -910,13 +932,15 @@ func (s *session) startCommand(command string) {
 	s.jobControl = s.jobControl || monitor
 	s.ownTrap = ownTrap
 	s.mu.Unlock()
-	s.setBusy(true)
+	return s.setBusy(true)
 }
 
 // setsTrap matches command text that may set a trap.
 var setsTrap = regexp.MustCompile(`\btrap\b`)
 
-func (s *session) setBusy(b bool) {
+// setBusy marks a command running or over; it returns the command's
+// generation (0 when over).
+func (s *session) setBusy(b bool) (gen uint64) {
 	var since uint64
 	if b {
 		since = proc.Ticks()
@@ -932,6 +956,7 @@ func (s *session) setBusy(b bool) {
 	s.busySince = since
 	if b {
 		s.gen++
+		gen = s.gen
 	}
 	if !b && s.flagged {
 		// The command is over: a SIGINT still on its way to the shell
@@ -941,6 +966,7 @@ func (s *session) setBusy(b bool) {
 		s.flagged = false
 	}
 	s.mu.Unlock()
+	return gen
 }
 
 func (s *session) removeFiles() {
@@ -1019,12 +1045,7 @@ func (e *Engine) InterruptSession(id string) error {
 	if err := s.alive(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	busy := s.busy
-	s.mu.Unlock()
-	if busy { // an idle shell gets no SIGINT
-		s.interrupt()
-	}
+	s.interruptCommand(0) // an idle shell gets no SIGINT
 	return nil
 }
 
