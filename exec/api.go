@@ -101,6 +101,14 @@ func (e *Engine) StartProcess(ctx context.Context, req ProcessRequest) (ProcessI
 	}
 	p := e.newProcess(id, req.Command, req.SessionID, false, limit)
 	p.extraFiles = files
+	// A start whose caller went away before it ran (the server cancels
+	// the request when the client's socket ends) does not run: the
+	// client, back on a new socket, finds no record under the ID and
+	// sends it again.
+	if err := ctx.Err(); err != nil {
+		removeFiles(files)
+		return ProcessInfo{}, fmt.Errorf("%w: %w", ErrAbandoned, err)
+	}
 	if err := e.registerQueued(p, q); err != nil {
 		removeFiles(files)
 		return ProcessInfo{}, err

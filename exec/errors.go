@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -34,6 +35,9 @@ var (
 	// ErrEnded reports a process that ended before the awaited event
 	// (WaitForLog, WaitForPort).
 	ErrEnded = errors.New("exec: process ended")
+	// ErrAbandoned: the caller went away before the command started (see
+	// ExecRequest.Abandoned); it wraps context.Canceled.
+	ErrAbandoned = fmt.Errorf("%w: the caller went away before it started", context.Canceled)
 )
 
 // LimitError reports which Config limit refused a request; it matches

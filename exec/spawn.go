@@ -214,6 +214,10 @@ func (e *Engine) execStateless(ctx context.Context, req ExecRequest, id string) 
 	if file != "" {
 		p.extraFiles = []string{file}
 	}
+	if req.Abandoned != nil && req.Abandoned() {
+		removeFiles(p.extraFiles)
+		return ExecResult{}, ErrAbandoned
+	}
 	if err := e.register(p); err != nil {
 		removeFiles(p.extraFiles)
 		return ExecResult{}, err

@@ -292,3 +292,31 @@ func TestExecBeforeOutput(t *testing.T) {
 		}
 	}
 }
+
+// A command whose caller is gone before it starts does not start: the
+// caller, back later, finds no record under its id (and may send it
+// again). A start likewise, when its request was cancelled.
+func TestAbandonedRequestsDoNotStart(t *testing.T) {
+	e := newTestEngine(t)
+	dir := t.TempDir()
+	_, err := e.Exec(context.Background(), ExecRequest{ID: "gone", Command: "touch " + dir + "/exec", Abandoned: func() bool { return true }})
+	if !errors.Is(err, ErrAbandoned) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned exec: %v, want ErrAbandoned", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.StartProcess(ctx, ProcessRequest{ID: "gone2", Command: "touch " + dir + "/start"}); !errors.Is(err, ErrAbandoned) {
+		t.Fatalf("start with its request cancelled: %v, want ErrAbandoned", err)
+	}
+	for _, id := range []string{"gone", "gone2"} {
+		if _, err := e.GetProcess(id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: %v, want no record", id, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("an abandoned request ran: %v", ents)
+	}
+	if r := mustExec(t, e, ExecRequest{ID: "gone", Command: "echo ok", Abandoned: func() bool { return false }}); string(r.Stdout) != "ok\n" {
+		t.Fatalf("a caller still there: %q", r.Stdout)
+	}
+}

@@ -52,6 +52,14 @@ type ExecRequest struct {
 	// dropped). If so retention drops the record last for
 	// Config.DetachedHold: the caller will ask for the result by ID.
 	Detached func() bool
+	// Abandoned, if set, is asked just before a stateless command is
+	// registered and run whether its caller is already gone (a server:
+	// the client's socket ended while the request was read and decoded).
+	// If so it does not run (ErrAbandoned): the caller, back on a new
+	// socket, finds no record under the ID and may send it again, so it
+	// must not also run now. A session command waiting for its turn runs
+	// whatever happens to its caller.
+	Abandoned func() bool
 }
 
 // ExecResult is the outcome of [Engine.Exec].

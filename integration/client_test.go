@@ -492,6 +492,65 @@ func TestClientStartProcessAcrossARestartIsNotSentAgain(t *testing.T) {
 	}
 }
 
+// A large request that reached the daemon whole just before the socket
+// ended is read and decoded after the end: an exec or process.start that
+// had not started by then does not start, since the client, back on a
+// new socket, finds nothing under its id. Before, the exec ran and the
+// client said it was lost (30 in 30 with 600 KB of stdin), and a start
+// the client sent again ran twice.
+func TestClientLargeRequestCutAfterSendingRunsAtMostOnce(t *testing.T) {
+	_, proxy, c := behindProxy(t)
+	ctx := ctxT(t, 30*time.Second)
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("x"), 600<<10)
+	for i := range 4 {
+		runs := filepath.Join(dir, fmt.Sprint("runs", i))
+		// cut sends the request and drops both sides once it has gone
+		// through the proxy whole.
+		cut := func(call func() error) error {
+			sent := proxy.up.Load()
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			for deadline := time.Now().Add(10 * time.Second); proxy.up.Load()-sent < int64(len(big)); time.Sleep(100 * time.Microsecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the request never went through")
+				}
+			}
+			proxy.drop()
+			return recvOrTimeout(t, done, 20*time.Second)
+		}
+		var err error
+		if i%2 == 0 {
+			err = cut(func() error {
+				_, err := c.Exec(ctx, "cat >/dev/null; echo ran >> "+runs, client.ExecOptions{Stdin: big})
+				return err
+			})
+		} else {
+			err = cut(func() error {
+				p, err := c.StartProcess(ctx, "echo ran >> "+runs+" # "+string(big), client.ProcessOptions{})
+				if err == nil {
+					_, err = p.Wait(ctx)
+				}
+				return err
+			})
+		}
+		// What the daemon decodes after the end runs (if it does) a
+		// moment after the client gave its answer: watch for a while.
+		var b []byte
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if b, _ = os.ReadFile(runs); len(b) > 0 && err != nil || len(b) > len("ran\n") {
+				break
+			}
+		}
+		switch {
+		case err == nil && string(b) != "ran\n":
+			t.Fatalf("round %d: succeeded, and ran %d times", i, strings.Count(string(b), "ran"))
+		case err != nil && len(b) != 0:
+			t.Fatalf("round %d: %v, but it ran %d times", i, err, strings.Count(string(b), "ran"))
+		}
+	}
+}
+
 // A process.start from a busy session waits on the daemon for the turn.
 // If the client's socket drops while the daemon's side stays open (so
 // the daemon keeps the request), the client finds nothing under the id
