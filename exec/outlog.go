@@ -56,6 +56,10 @@ func (l *outputLog) append(p []byte) error {
 	return l.appendChunk(p, skip)
 }
 
+// errOutputRemoved ends a read of output whose record went away under
+// it: a reader gets not_found, not an internal error.
+var errOutputRemoved = fmt.Errorf("%w: its output was removed (process.remove, the id used again, or retention)", ErrNotFound)
+
 // appendChunk writes p (at most limit bytes) after skip dropped bytes.
 func (l *outputLog) appendChunk(p []byte, skip int64) error {
 	l.mu.Lock()
@@ -200,7 +204,7 @@ func (l *outputLog) readAt(h *readHandle, p []byte, off int64) (n int, first int
 	first = l.firstLocked()
 	l.mu.Unlock()
 	if removed {
-		return 0, first, os.ErrClosed
+		return 0, first, errOutputRemoved
 	}
 	if off < first || off >= end || !created {
 		return 0, first, nil

@@ -180,3 +180,26 @@ func TestOutputLogWriteFailureIsAGap(t *testing.T) {
 		t.Fatalf("the owner was told %d times, want once: %v", len(losses), losses)
 	}
 }
+
+// A reader whose record is removed under it ends with ErrNotFound, not
+// an unmapped "file already closed" (which a client saw as internal).
+func TestOutputReaderOfARemovedRecord(t *testing.T) {
+	e := newTestEngine(t)
+	p := startProc(t, e, ProcessRequest{Command: "head -c 2000000 /dev/zero"})
+	waitProc(t, e, p.ID)
+	r, err := e.OpenOutput(p.ID, Stdout, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := io.ReadFull(r, make([]byte, 100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RemoveProcess(p.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(io.Discard, r)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("reading on after the record was removed: %v, want ErrNotFound", err)
+	}
+}
