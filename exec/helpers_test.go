@@ -206,3 +206,15 @@ func goExec(e *Engine, sid, id, cmd string) <-chan ExecResult {
 	}()
 	return done
 }
+
+// repeatUntil calls fn up to n times, until stop is closed.
+func repeatUntil(stop <-chan struct{}, n int, fn func()) {
+	for range n {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		fn()
+	}
+}

@@ -506,26 +506,13 @@ func TestInterruptsNeverCutASnapshot(t *testing.T) {
 		wg.Add(2)
 		go func() { // short commands, each ending under the interrupts
 			defer wg.Done()
-			for i := 0; i < 2000; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			repeatUntil(stop, 2000, func() {
 				_, _ = e.Exec(ctxT(t, 20*time.Second), ExecRequest{SessionID: sid, Command: "true"})
-			}
+			})
 		}()
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 200000; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_ = e.InterruptSession(sid)
-				runtime.Gosched()
-			}
+			repeatUntil(stop, 200000, func() { _ = e.InterruptSession(sid); runtime.Gosched() })
 		}()
 	}
 	bad := 0

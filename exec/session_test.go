@@ -836,15 +836,8 @@ func TestSessionLateInterruptDoesNotAbortTheNextCommand(t *testing.T) {
 		spammed := make(chan struct{})
 		go func() {
 			defer close(spammed)
-			for range 1000 { // bounded; stops with the command
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_ = e.InterruptSession(sid)
-				runtime.Gosched()
-			}
+			// Bounded; stops with the command.
+			repeatUntil(stop, 1000, func() { _ = e.InterruptSession(sid); runtime.Gosched() })
 		}()
 		mustExec(t, e, ExecRequest{SessionID: sid, Command: "true"})
 		close(stop)
