@@ -88,8 +88,9 @@ type listenCheck struct {
 }
 
 // listens reports whether port's listener may be the record's. It is not
-// when every process holding the port's listening sockets (that muxd may
-// look into) started before the record's child: another program, such
+// when a process outside the record's tree that holds one of the port's
+// listening sockets (among those muxd may look into) started before the
+// record's child: another program, such
 // as an old dev server still on the port, which made the new one fail
 // with EADDRINUSE. Otherwise it may be: a process of the record's tree
 // holds it, or one started since (a daemon's helper the command asked
