@@ -235,10 +235,13 @@ func (e *Engine) registerQueued(p *process, q *queuedExec) error {
 	if e.closed {
 		return ErrClosed
 	}
-	if q == nil && e.waitingLocked(p.id) {
-		// Its turn would find the id taken, or replace this one once it
-		// ended and run again (a start sent twice).
-		return fmt.Errorf("%w: %q is waiting for a session's turn", ErrAlreadyExists, p.id)
+	if q == nil {
+		// A request waiting under the id would find it taken at its turn,
+		// or replace this one once it ended and run again (a start sent
+		// twice).
+		if err := e.notWaitingLocked(p.id); err != nil {
+			return err
+		}
 	}
 	if old, ok := e.procs[p.id]; ok {
 		if !old.ended() {

@@ -101,10 +101,12 @@ func (e *Engine) enqueue(ctx context.Context, id string, exclusive bool) (qctx c
 	qctx, cancel := context.WithCancelCause(ctx)
 	q = &queuedExec{cancel: cancel}
 	e.mu.Lock()
-	if exclusive && e.waitingLocked(id) {
-		e.mu.Unlock()
-		cancel(nil)
-		return nil, nil, nil, fmt.Errorf("%w: %q is waiting for a session's turn", ErrAlreadyExists, id)
+	if exclusive {
+		if err := e.notWaitingLocked(id); err != nil {
+			e.mu.Unlock()
+			cancel(nil)
+			return nil, nil, nil, err
+		}
 	}
 	if e.queued == nil {
 		e.queued = make(map[string][]*queuedExec)
@@ -120,15 +122,16 @@ func (e *Engine) enqueue(ctx context.Context, id string, exclusive bool) (qctx c
 	return qctx, q, release, nil
 }
 
-// waitingLocked reports whether a request waits for a session's turn
-// under id, and no kill dropped it (one that did may not have woken yet).
-func (e *Engine) waitingLocked(id string) bool {
+// notWaitingLocked refuses id (ErrAlreadyExists) while a request waits
+// for a session's turn under it and no kill dropped it (one that did may
+// not have woken yet).
+func (e *Engine) notWaitingLocked(id string) error {
 	for _, q := range e.queued[id] {
 		if !q.killed {
-			return true
+			return fmt.Errorf("%w: %q is waiting for a session's turn", ErrAlreadyExists, id)
 		}
 	}
-	return false
+	return nil
 }
 
 // killedQueued returns errKilledQueued in place of err when KillProcess

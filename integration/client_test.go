@@ -153,6 +153,17 @@ func (p *cutProxy) cut() {
 	p.wg.Wait()
 }
 
+// waitUntil polls cond every step until it holds, and fails the test
+// with what if it does not within 10 s.
+func waitUntil(t testing.TB, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(step) {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+	}
+}
+
 // droppable starts a daemon whose sockets the test can drop
 // (dropSockets), and a client of it, with a 30 s context.
 func droppable(t *testing.T) (*daemon, *client.Client, context.Context) {
@@ -388,11 +399,7 @@ func TestClientCreateWhoseAnswerWasLost(t *testing.T) {
 				id, err := tc.create()
 				done <- result{id, err}
 			}()
-			for deadline := time.Now().Add(10 * time.Second); tc.count() == before; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the create never reached the daemon")
-				}
-			}
+			waitUntil(t, 5*time.Millisecond, "the create never reached the daemon", func() bool { return tc.count() != before })
 			// The answer is gone; the socket goes too.
 			proxy.muted.Store(false)
 			proxy.drop()
@@ -471,14 +478,10 @@ func TestClientStartProcessAcrossARestartIsNotSentAgain(t *testing.T) {
 		_, err := c.StartProcess(ctx, "sleep 30", client.ProcessOptions{})
 		done <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if l, _ := direct.ListProcesses(ctx, ""); len(l) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the process never started")
-		}
-	}
+	waitUntil(t, 5*time.Millisecond, "the process never started", func() bool {
+		l, _ := direct.ListProcesses(ctx, "")
+		return len(l) == 1
+	})
 	b := startDaemon(t, nil) // "restarted": another boot behind the same address
 	proxy.target.Store(&b.Addr)
 	proxy.muted.Store(false)
@@ -511,11 +514,7 @@ func TestClientLargeRequestCutAfterSendingRunsAtMostOnce(t *testing.T) {
 			sent := proxy.up.Load()
 			done := make(chan error, 1)
 			go func() { done <- call() }()
-			for deadline := time.Now().Add(10 * time.Second); proxy.up.Load()-sent < int64(len(big)); time.Sleep(100 * time.Microsecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the request never went through")
-				}
-			}
+			waitUntil(t, 100*time.Microsecond, "the request never went through", func() bool { return proxy.up.Load()-sent >= int64(len(big)) })
 			proxy.drop()
 			return recvOrTimeout(t, done, 20*time.Second)
 		}
@@ -573,14 +572,10 @@ func TestClientSessionStartSentAgainOverAHalfOpenSocketRunsOnce(t *testing.T) {
 		_, err := s.Exec(ctx, "for i in $(seq 1000); do [[ -e "+gate+" ]] && break; sleep 0.01; done", client.ExecOptions{})
 		busy <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if l, _ := direct.ListSessions(ctx); len(l) == 1 && l[0].Busy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the session never got busy")
-		}
-	}
+	waitUntil(t, 5*time.Millisecond, "the session never got busy", func() bool {
+		l, _ := direct.ListSessions(ctx)
+		return len(l) == 1 && l[0].Busy
+	})
 	type result struct {
 		p   *client.Process
 		err error
@@ -591,11 +586,7 @@ func TestClientSessionStartSentAgainOverAHalfOpenSocketRunsOnce(t *testing.T) {
 		p, err := c.StartProcess(ctx, "echo run >> "+runs, client.ProcessOptions{SessionID: s.ID()})
 		done <- result{p, err}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); proxy.up.Load() == sent; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the start never reached the daemon")
-		}
-	}
+	waitUntil(t, time.Millisecond, "the start never reached the daemon", func() bool { return proxy.up.Load() != sent })
 	// Behind the start in the session's queue, a command that lets the
 	// start's run end before a second send's turn would come.
 	time.Sleep(50 * time.Millisecond) // let the start take its place first
@@ -607,11 +598,7 @@ func TestClientSessionStartSentAgainOverAHalfOpenSocketRunsOnce(t *testing.T) {
 	proxy.halfOpen.Store(true)
 	conns := proxy.accepted.Load()
 	proxy.drop()
-	for deadline := time.Now().Add(10 * time.Second); proxy.accepted.Load() == conns; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the client never came back")
-		}
-	}
+	waitUntil(t, time.Millisecond, "the client never came back", func() bool { return proxy.accepted.Load() != conns })
 	// Time to look the id up and send the start again, while the first
 	// still waits (without the daemon's refusal, the second send queued
 	// behind the first, and both ran).

@@ -91,12 +91,12 @@ func (b *backend) exec(ctx context.Context, c *mux.Conn, params json.RawMessage)
 	req.BeforeOutput = func(stdout, stderr int) error {
 		return c.ReserveAnswer(ctx, b.answerBound(stdout+stderr, enc))
 	}
-	// A client whose socket dropped while the command ran comes back for
-	// the result by id: retention keeps the record last for a while.
 	// Read and decoded after the socket ended (a large request the
 	// client had sent whole): it does not run, as the client, back on a
 	// new socket, finds nothing under its id and says it was lost.
 	req.Abandoned = func() bool { return c.Err() != nil }
+	// A client whose socket dropped while the command ran comes back for
+	// the result by id: retention keeps the record last for a while.
 	req.Detached = func() bool {
 		return (ctx.Err() != nil || c.Err() != nil) && !errors.Is(context.Cause(ctx), mux.ErrCancelledByPeer)
 	}
