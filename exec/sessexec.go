@@ -217,12 +217,13 @@ func (e *Engine) execSession(ctx context.Context, req ExecRequest, id string) (E
 	}
 	p := e.newProcess(id, req.Command, s.id, true, e.cfg.DefaultOutputLimit)
 	p.pid = s.child.Pid
-	var gen atomic.Uint64 // the command's, once it started
+	// The command's generation once startCommand returned; 0 before,
+	// when a running command can only be this one (it holds the turn):
+	// the session is busy before the generation is stored here.
+	var gen atomic.Uint64
 	p.signal = func(sig syscall.Signal) error {
 		if sig == unix.SIGINT { // Ctrl-C, as session.interrupt, to this command only
-			if g := gen.Load(); g != 0 {
-				s.interruptCommand(g)
-			}
+			s.interruptCommand(gen.Load())
 			return nil
 		}
 		return s.child.SignalGroup(sig)
